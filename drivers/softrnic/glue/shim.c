@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * softrnic C shim: wrappers for static inlines and macros, the statically
+ * initialised C objects (rdma link ops, netdev notifier, sysfs attributes) and
+ * the module aliases.  No protocol or object logic lives here.
+ */
+#include "shim.h"
+
+MODULE_ALIAS_RDMA_LINK("softrnic_roce");
+MODULE_ALIAS_RDMA_LINK("softrnic_iwarp");
+
+static int softrnic_newlink_roce(const char *ibdev_name, struct net_device *ndev)
+{
+	return softrnic_newlink(SOFTRNIC_ROCE, ibdev_name, ndev);
+}
+
+static int softrnic_newlink_iwarp(const char *ibdev_name, struct net_device *ndev)
+{
+	return softrnic_newlink(SOFTRNIC_IWARP, ibdev_name, ndev);
+}
+
+static struct rdma_link_ops softrnic_link_roce = {
+	.type = "softrnic_roce",
+	.newlink = softrnic_newlink_roce,
+};
+
+static struct rdma_link_ops softrnic_link_iwarp = {
+	.type = "softrnic_iwarp",
+	.newlink = softrnic_newlink_iwarp,
+};
+
+static int softrnic_notifier_call(struct notifier_block *nb, unsigned long event,
+				  void *ptr)
+{
+	softrnic_netdev_event(event, netdev_notifier_info_to_dev(ptr));
+	return NOTIFY_OK;
+}
+
+static struct notifier_block softrnic_notifier = {
+	.notifier_call = softrnic_notifier_call,
+};
+
+int softrnic_shim_register(void)
+{
+	int err = register_netdevice_notifier(&softrnic_notifier);
+
+	if (err)
+		return err;
+	rdma_link_register(&softrnic_link_roce);
+	rdma_link_register(&softrnic_link_iwarp);
+	return 0;
+}
+
+/* After this returns no new device can be created and no netdev event arrives. */
+void softrnic_shim_unregister(void)
+{
+	rdma_link_unregister(&softrnic_link_iwarp);
+	rdma_link_unregister(&softrnic_link_roce);
+	unregister_netdevice_notifier(&softrnic_notifier);
+}
+
+/* Devices always live in init_net; rdma's shared-netns mode shows them everywhere. */
+struct ib_device *softrnic_alloc_ib_device(size_t size)
+{
+	return _ib_alloc_device(size, &init_net);
+}
+
+/*
+ * sysfs: /sys/class/infiniband/<dev>/softrnic_transport ("roce" or "iwarp").
+ * The userspace provider recognises softrnic devices by this attribute.
+ */
+static ssize_t softrnic_transport_attr_show(struct device *device,
+					    struct device_attribute *attr, char *buf)
+{
+	return softrnic_transport_show(rdma_device_to_ibdev(device), buf);
+}
+
+static struct device_attribute softrnic_transport_attr =
+	__ATTR(softrnic_transport, 0444, softrnic_transport_attr_show, NULL);
+
+static struct attribute *softrnic_attrs[] = {
+	&softrnic_transport_attr.attr,
+	NULL,
+};
+
+static const struct attribute_group softrnic_attr_group = {
+	.attrs = softrnic_attrs,
+};
+
+const struct attribute_group *softrnic_device_group(void)
+{
+	return &softrnic_attr_group;
+}
+
+void softrnic_ib_device_get(struct ib_device *ibdev)
+{
+	get_device(&ibdev->dev);
+}
+
+void softrnic_ib_device_put(struct ib_device *ibdev)
+{
+	put_device(&ibdev->dev);
+}
+
+void softrnic_dispatch_port_event(struct ib_device *ibdev, u32 port,
+				  enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = ibdev,
+		.element.port_num = port,
+		.event = type,
+	};
+
+	ib_dispatch_event(&ev);
+}
+
+bool softrnic_netdev_is_ethernet(const struct net_device *ndev)
+{
+	return ndev->type == ARPHRD_ETHER && !(ndev->flags & IFF_LOOPBACK);
+}
+
+bool softrnic_netdev_link_up(const struct net_device *ndev)
+{
+	return netif_running(ndev) && netif_carrier_ok(ndev);
+}
+
+unsigned int softrnic_netdev_mtu(const struct net_device *ndev)
+{
+	return READ_ONCE(ndev->mtu);
+}
+
+const char *softrnic_netdev_name(const struct net_device *ndev)
+{
+	return netdev_name(ndev);
+}
+
+void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6])
+{
+	ether_addr_copy(mac, ndev->dev_addr);
+}
+
+void softrnic_dev_put(struct net_device *ndev)
+{
+	dev_put(ndev);
+}
+
+int softrnic_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
+{
+	return ib_copy_to_udata(udata, src, len);
+}
+
+size_t softrnic_udata_outlen(const struct ib_udata *udata)
+{
+	return udata ? udata->outlen : 0;
+}

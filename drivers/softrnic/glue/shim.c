@@ -72,7 +72,8 @@ struct ib_device *softrnic_alloc_ib_device(size_t size)
 static ssize_t softrnic_transport_attr_show(struct device *device,
 					    struct device_attribute *attr, char *buf)
 {
-	return softrnic_transport_show(rdma_device_to_ibdev(device), buf);
+	return sysfs_emit(buf, "%s\n",
+			  softrnic_transport_name(rdma_device_to_ibdev(device)));
 }
 
 static struct device_attribute softrnic_transport_attr =
@@ -90,6 +91,16 @@ static const struct attribute_group softrnic_attr_group = {
 const struct attribute_group *softrnic_device_group(void)
 {
 	return &softrnic_attr_group;
+}
+
+struct module *softrnic_this_module(void)
+{
+	return THIS_MODULE;
+}
+
+bool softrnic_netdev_registered(const struct net_device *ndev)
+{
+	return READ_ONCE(ndev->reg_state) == NETREG_REGISTERED;
 }
 
 void softrnic_ib_device_get(struct ib_device *ibdev)
@@ -146,7 +157,8 @@ void softrnic_dev_put(struct net_device *ndev)
 
 int softrnic_copy_to_udata(struct ib_udata *udata, const void *src, size_t len)
 {
-	return ib_copy_to_udata(udata, src, len);
+	/* ib_copy_to_udata only reads src; its prototype lacks the const. */
+	return ib_copy_to_udata(udata, (void *)src, len);
 }
 
 size_t softrnic_udata_outlen(const struct ib_udata *udata)

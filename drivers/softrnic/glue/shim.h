@@ -25,10 +25,12 @@ enum softrnic_transport {
 int softrnic_newlink(enum softrnic_transport transport, const char *ibdev_name,
 		     struct net_device *ndev);
 void softrnic_netdev_event(unsigned long event, struct net_device *ndev);
-ssize_t softrnic_transport_show(struct ib_device *ibdev, char *buf);
+const char *softrnic_transport_name(struct ib_device *ibdev);
 
 /* Implemented in C (glue/shim.c). */
 int softrnic_shim_register(void);
+struct module *softrnic_this_module(void);
+bool softrnic_netdev_registered(const struct net_device *ndev);
 void softrnic_shim_unregister(void);
 struct ib_device *softrnic_alloc_ib_device(size_t size);
 const struct attribute_group *softrnic_device_group(void);

@@ -1,0 +1,46 @@
+# softrnic front door.  See README.md.
+#   make            build the module and the provider (sets up what is missing)
+#   make run        the main job: boot the VM, create devices, show them working
+#   make check      every test (host cargo tests + guest suite); ends "N passed, N failed"
+#   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
+SHELL := /bin/bash
+REPO := $(CURDIR)
+export SOFTRNIC_CACHE ?= /var/tmp/softrnic
+
+.PHONY: all setup module provider run check check-host check-guest clean modules-direct provider-direct
+
+ifneq ($(KDIR),)
+# A user-supplied Rust-enabled kernel build tree: build the module right here.
+all: modules-direct
+module: modules-direct
+else
+all: module provider
+module: setup
+	bash scripts/build module
+endif
+
+setup:
+	bash scripts/setup
+
+provider: setup
+	bash scripts/build provider
+
+run: all
+	bash qemu/main-job
+
+check: all
+	bash scripts/check
+
+check-host:
+	bash scripts/check --host-only
+
+# Inside the build root (scripts/build) or against a user's KDIR.
+modules-direct:
+	$(MAKE) -C $(KDIR) M=$(REPO) modules
+
+provider-direct:
+	cd userspace && cargo build --release --offline -p softrnic-provider
+
+clean:
+	[ -z "$(KDIR)" ] || $(MAKE) -C $(KDIR) M=$(REPO) clean
+	bash scripts/build clean

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A softrnic RDMA device: one ib_device with one port over one netdev, for
+//! one transport (RoCEv2 or iWARP).  Creation (`rdma link add`), the device
+//! registry, netdev events and module-exit teardown.
+
+use kernel::prelude::*;
+
+use crate::glue::{self, IbDevice, NetDevice};
+use crate::limits;
+
+/// The wire transport of a device; chosen by the link type.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Transport {
+    Roce,
+    Iwarp,
+}
+
+impl Transport {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Transport::Roce => "roce",
+            Transport::Iwarp => "iwarp",
+        }
+    }
+
+    pub(crate) fn limits(self) -> &'static limits::DeviceLimits {
+        match self {
+            Transport::Roce => &limits::ROCE_LIMITS,
+            Transport::Iwarp => &limits::IWARP_LIMITS,
+        }
+    }
+
+    pub(crate) fn header_bytes(self) -> u32 {
+        match self {
+            Transport::Roce => limits::ROCE_MAX_HEADER_BYTES,
+            Transport::Iwarp => limits::IWARP_MAX_HEADER_BYTES,
+        }
+    }
+
+    /// The ABI value the provider sees (abi::TRANSPORT_*).
+    pub(crate) fn abi(self) -> u32 {
+        match self {
+            Transport::Roce => crate::abi::TRANSPORT_ROCE,
+            Transport::Iwarp => crate::abi::TRANSPORT_IWARP,
+        }
+    }
+}
+
+/// The driver part of a softrnic device, allocated by ib_core right after the
+/// `ib_device` it extends (see `glue::SoftRnicIbDev`).  Immutable once created.
+pub(crate) struct SoftRnic {
+    pub(crate) transport: Transport,
+}
+
+/// A registry entry: one live softrnic device.
+struct Entry {
+    dev: IbDevice,
+    transport: Transport,
+    netdev_id: usize,
+    /// Set once ib_register_device succeeded.
+    registered: bool,
+    /// Set once an unregistration was queued (a netdev went away).
+    unregistering: bool,
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: initialised in `init` before any other use, and used once.
+    unsafe(uninit) static DEVICES: Mutex<KVec<Entry>> = KVec::new();
+}
+
+/// Module init: ready the registry, then hook into rdma link and netdev events.
+pub(crate) fn init() -> Result {
+    // SAFETY: called once, from module init, before anything can use DEVICES.
+    unsafe { DEVICES.init() };
+    glue::register_link_types_and_notifier()
+}
+
+/// Module exit: stop new devices and events, then unregister every device and
+/// wait for each unregistration to finish (ib_core frees the memory).
+pub(crate) fn exit() {
+    glue::unregister_link_types_and_notifier();
+    let mut held = KVec::new();
+    {
+        let devices = DEVICES.lock();
+        for e in devices.iter() {
+            if held.push(e.dev.get(), GFP_KERNEL).is_err() {
+                pr_err!("softrnic: out of memory at exit; unregistering in place\n");
+                break;
+            }
+        }
+    }
+    for dev in held.into_iter() {
+        dev.unregister();
+    }
+    // Any device left (allocation failure above): unregister one by one.
+    loop {
+        let next = DEVICES.lock().first().map(|e| e.dev.get());
+        match next {
+            Some(dev) => dev.unregister(),
+            None => break,
+        }
+    }
+}
+
+/// `rdma link add NAME type softrnic_{roce,iwarp} netdev NDEV`.
+pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Result {
+    if !ndev.is_ethernet() {
+        pr_info!(
+            "softrnic: {} is not an Ethernet device; cannot add {}\n",
+            ndev.name(),
+            name.to_str().unwrap_or("?")
+        );
+        return Err(EINVAL);
+    }
+    let netdev_id = ndev.id();
+    {
+        let devices = DEVICES.lock();
+        if devices
+            .iter()
+            .any(|e| e.netdev_id == netdev_id && e.transport == transport && !e.unregistering)
+        {
+            pr_info!(
+                "softrnic: {} already has a softrnic_{} device\n",
+                ndev.name(),
+                transport.name()
+            );
+            return Err(EEXIST);
+        }
+    }
+
+    let dev = IbDevice::alloc(SoftRnic { transport }, ndev)?;
+    let entry = Entry {
+        dev: dev.clone_ptr(),
+        transport,
+        netdev_id,
+        registered: false,
+        unregistering: false,
+    };
+    let pushed = DEVICES.lock().push(entry, GFP_KERNEL);
+    if let Err(e) = pushed {
+        dev.dealloc_unregistered();
+        return Err(e.into());
+    }
+
+    if let Err(e) = dev.register(name) {
+        // dealloc_driver (called by ib_dealloc_device) removes the entry.
+        dev.dealloc_unregistered();
+        return Err(e);
+    }
+
+    // From here the device may be unregistered (and freed) at any time by
+    // ib_core; only touch it through the registry, under its lock.
+    let mut devices = DEVICES.lock();
+    if let Some(e) = devices.iter_mut().find(|e| e.dev.is(&dev)) {
+        e.registered = true;
+        // The netdev may have started unregistering while we registered,
+        // before the entry was marked: its event was skipped, act on it now.
+        if !ndev.is_registered() && !e.unregistering {
+            e.unregistering = true;
+            e.dev.unregister_queued();
+        }
+    }
+    Ok(())
+}
+
+/// ib_core's dealloc_driver: the device is going away; forget it.
+pub(crate) fn forget(dev: &IbDevice) {
+    let mut devices = DEVICES.lock();
+    if let Some(i) = devices.iter().position(|e| e.dev.is(dev)) {
+        // `i` comes from `position`, so the removal cannot fail.
+        let _ = devices.remove(i);
+    }
+}
+
+/// What a netdev event means for the devices over that netdev.
+pub(crate) fn netdev_event(event: glue::NetdevEvent, ndev: &NetDevice) {
+    let id = ndev.id();
+    let mut devices = DEVICES.lock();
+    for e in devices
+        .iter_mut()
+        .filter(|e| e.netdev_id == id && e.registered && !e.unregistering)
+    {
+        match event {
+            glue::NetdevEvent::Unregister => {
+                e.unregistering = true;
+                e.dev.unregister_queued();
+            }
+            glue::NetdevEvent::StateChange => {
+                // The registry lock keeps the device alive here (dealloc_driver
+                // takes it before the memory can go).
+                let up = ndev.link_up();
+                if e.dev.port_state_changed(up) {
+                    e.dev.port_event(up);
+                }
+            }
+            glue::NetdevEvent::Other => {}
+        }
+    }
+}

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The `ib_device_ops` table (P-RNICPI entry points) and its `extern "C"`
+//! members.  Each member checks its arguments and converts raw pointers; the
+//! rules themselves live in `attrs.rs` and the verbs objects.
+
+use kernel::ffi;
+use kernel::prelude::*;
+
+use super::bindings as b;
+use super::IbDevice;
+use crate::abi;
+use crate::attrs;
+use crate::device::{self, Transport};
+
+/// A user context; the ib_ucontext must come first (ib_core allocates it).
+#[repr(C)]
+struct Ucontext {
+    ib: b::ib_ucontext,
+}
+
+pub(super) fn device_ops() -> b::ib_device_ops {
+    b::ib_device_ops {
+        // SAFETY: returns this module's `struct module`, valid while loaded.
+        owner: unsafe { b::softrnic_this_module() },
+        driver_id: b::rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+        uverbs_abi_ver: abi::UVERBS_ABI_VERSION,
+        // SAFETY: returns a pointer to a static attribute group.
+        device_group: unsafe { b::softrnic_device_group() },
+        query_device: Some(query_device),
+        query_port: Some(query_port),
+        get_port_immutable: Some(get_port_immutable),
+        get_link_layer: Some(get_link_layer),
+        query_pkey: Some(query_pkey),
+        query_gid: Some(query_gid),
+        alloc_ucontext: Some(alloc_ucontext),
+        dealloc_ucontext: Some(dealloc_ucontext),
+        disassociate_ucontext: Some(disassociate_ucontext),
+        dealloc_driver: Some(dealloc_driver),
+        size_ib_ucontext: size_of::<Ucontext>() as _,
+        ..Default::default()
+    }
+}
+
+/// # Safety
+/// `ib` is one of our registered devices (ib_core calls ops only on those).
+unsafe fn dev(ib: *mut b::ib_device) -> IbDevice {
+    // SAFETY: per the caller's contract.
+    unsafe { IbDevice::from_ib(ib) }
+}
+
+fn errno(r: Result) -> ffi::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+unsafe extern "C" fn query_device(
+    ib: *mut b::ib_device,
+    attr: *mut b::ib_device_attr,
+    udata: *mut b::ib_udata,
+) -> ffi::c_int {
+    // SAFETY: ib_core passes a live device, a writable attr, and NULL or a
+    // valid udata.
+    let (dev, attr) = unsafe { (dev(ib), &mut *attr) };
+    // SAFETY: as above.
+    if !udata.is_null() && unsafe { (*udata).inlen != 0 || (*udata).outlen != 0 } {
+        // softrnic defines no vendor data for query_device.
+        return EINVAL.to_errno();
+    }
+    attrs::fill_device_attr(dev.driver().transport, u64::from_ne_bytes(node_guid(ib)), attr);
+    0
+}
+
+fn node_guid(ib: *mut b::ib_device) -> [u8; 8] {
+    // SAFETY: ib is live (callers); node_guid is written once at allocation.
+    unsafe { (*ib).node_guid }.to_ne_bytes()
+}
+
+unsafe extern "C" fn query_port(
+    ib: *mut b::ib_device,
+    port: u32,
+    attr: *mut b::ib_port_attr,
+) -> ffi::c_int {
+    if port != 1 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: ib_core passes a live device and a writable attr.
+    let (dev, attr) = unsafe { (dev(ib), &mut *attr) };
+    let netdev = dev.port_netdev();
+    attrs::fill_port_attr(dev.driver().transport, netdev.as_deref(), attr);
+    if netdev.is_some() {
+        let (mut speed, mut width) = (0u16, 0u8);
+        // SAFETY: live device, valid out-pointers; takes RTNL itself, and
+        // ib_core never calls query_port with RTNL held.
+        if unsafe { b::ib_get_eth_speed(ib, port, &mut speed, &mut width) } == 0 {
+            attr.active_speed = speed;
+            attr.active_width = width;
+        }
+    }
+    0
+}
+
+unsafe extern "C" fn get_port_immutable(
+    ib: *mut b::ib_device,
+    port: u32,
+    imm: *mut b::ib_port_immutable,
+) -> ffi::c_int {
+    if port != 1 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: ib_core passes a live device and a writable struct.
+    let (dev, imm) = unsafe { (dev(ib), &mut *imm) };
+    attrs::fill_port_immutable(dev.driver().transport, imm);
+    0
+}
+
+unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
+    b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+unsafe extern "C" fn query_pkey(
+    _ib: *mut b::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> ffi::c_int {
+    match (port, crate::limits::pkey_at(index)) {
+        (1, Some(key)) => {
+            // SAFETY: ib_core passes a writable u16.
+            unsafe { *pkey = key };
+            0
+        }
+        _ => EINVAL.to_errno(),
+    }
+}
+
+/// iWARP ports have one GID, made from the MAC (RoCE GIDs come from ib_core's
+/// table, filled from the netdev's IP addresses).
+unsafe extern "C" fn query_gid(
+    ib: *mut b::ib_device,
+    port: u32,
+    index: ffi::c_int,
+    gid: *mut b::ib_gid,
+) -> ffi::c_int {
+    // SAFETY: ib_core passes a live device and a writable gid.
+    let (dev, gid) = unsafe { (dev(ib), &mut *gid) };
+    if port != 1 || index != 0 || dev.driver().transport != Transport::Iwarp {
+        return EINVAL.to_errno();
+    }
+    let Some(nd) = dev.port_netdev() else {
+        return ENODEV.to_errno();
+    };
+    let mut raw = [0u8; 16];
+    raw[..6].copy_from_slice(&nd.mac());
+    gid.raw = raw;
+    0
+}
+
+unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> ffi::c_int {
+    // SAFETY: ib_core passes a context of our size whose `device` is ours.
+    let dev = unsafe { dev((*uctx).device) };
+    let resp = abi::AllocUcontextResp {
+        abi_version: abi::UVERBS_ABI_VERSION,
+        transport: dev.driver().transport.abi(),
+        max_inline_data: dev.driver().transport.limits().max_inline_data,
+        reserved: 0,
+    };
+    errno(respond(udata, &resp))
+}
+
+/// Copy a response to user space: as much as the caller's buffer holds (an
+/// older provider may pass a shorter response struct).
+fn respond<T: Copy>(udata: *mut b::ib_udata, resp: &T) -> Result {
+    if udata.is_null() {
+        return Ok(());
+    }
+    // SAFETY: udata is valid (checked non-null above; ib_core passes it).
+    let len = core::cmp::min(unsafe { b::softrnic_udata_outlen(udata) }, size_of::<T>());
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: `resp` is `len` readable bytes; the shim checks the user buffer.
+    super::check(unsafe { b::softrnic_copy_to_udata(udata, (resp as *const T).cast(), len) })
+}
+
+unsafe extern "C" fn dealloc_ucontext(_uctx: *mut b::ib_ucontext) {}
+
+/// Nothing is mapped into user space yet, so there is nothing to revoke; the
+/// op's presence lets ib_uverbs disassociate open contexts instead of waiting
+/// for them when a device goes away (netdev deleted, rmmod).
+unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
+
+unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
+    // SAFETY: called once by ib_dealloc_device on a live device of ours.
+    device::forget(&unsafe { dev(ib) });
+}
+

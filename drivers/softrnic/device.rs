@@ -84,7 +84,7 @@ pub(crate) fn exit() {
         let devices = DEVICES.lock();
         for e in devices.iter() {
             if held.push(e.dev.get(), GFP_KERNEL).is_err() {
-                pr_err!("softrnic: out of memory at exit; unregistering in place\n");
+                pr_err!("out of memory at exit; unregistering in place\n");
                 break;
             }
         }
@@ -106,7 +106,7 @@ pub(crate) fn exit() {
 pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Result {
     if !ndev.is_ethernet() {
         pr_info!(
-            "softrnic: {} is not an Ethernet device; cannot add {}\n",
+            "{} is not an Ethernet device; cannot add {}\n",
             ndev.name(),
             name.to_str().unwrap_or("?")
         );
@@ -120,7 +120,7 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
             .any(|e| e.netdev_id == netdev_id && e.transport == transport && !e.unregistering)
         {
             pr_info!(
-                "softrnic: {} already has a softrnic_{} device\n",
+                "{} already has a softrnic_{} device\n",
                 ndev.name(),
                 transport.name()
             );

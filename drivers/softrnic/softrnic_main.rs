@@ -32,7 +32,7 @@ struct SoftRnicModule;
 impl kernel::Module for SoftRnicModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         device::init()?;
-        pr_info!("softrnic loaded: link types softrnic_roce, softrnic_iwarp\n");
+        pr_info!("loaded: link types softrnic_roce, softrnic_iwarp\n");
         Ok(SoftRnicModule)
     }
 }
@@ -40,6 +40,6 @@ impl kernel::Module for SoftRnicModule {
 impl Drop for SoftRnicModule {
     fn drop(&mut self) {
         device::exit();
-        pr_info!("softrnic unloaded\n");
+        pr_info!("unloaded\n");
     }
 }

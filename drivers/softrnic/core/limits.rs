@@ -105,7 +105,16 @@ pub(crate) fn ib_mtu_for(netdev_mtu: u32, header: u32) -> Option<u32> {
 /// The modified EUI-64 node GUID derived from a MAC address, as a big-endian
 /// byte array (what `__be64` holds in memory).
 pub(crate) fn guid_from_mac(mac: [u8; 6]) -> [u8; 8] {
-    [mac[0] ^ 2, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]]
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
 }
 
 /// P_Key table: one entry, the default full-membership key.

@@ -7,12 +7,24 @@ fn ib_mtu_fits_the_netdev_mtu() {
     assert_eq!(ib_mtu_for(1500, ROCE_MAX_HEADER_BYTES), Some(3));
     // Jumbo frames reach the IB maximum, 4096, and stop there.
     assert_eq!(ib_mtu_for(9000, ROCE_MAX_HEADER_BYTES), Some(IB_MTU_4096));
-    assert_eq!(ib_mtu_for(4096 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES), Some(5));
-    assert_eq!(ib_mtu_for(4095 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES), Some(4));
+    assert_eq!(
+        ib_mtu_for(4096 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES),
+        Some(5)
+    );
+    assert_eq!(
+        ib_mtu_for(4095 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES),
+        Some(4)
+    );
     // Too small for 256 bytes of payload, or smaller than the headers.
-    assert_eq!(ib_mtu_for(255 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES), None);
+    assert_eq!(
+        ib_mtu_for(255 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES),
+        None
+    );
     assert_eq!(ib_mtu_for(40, ROCE_MAX_HEADER_BYTES), None);
-    assert_eq!(ib_mtu_for(256 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES), Some(IB_MTU_256));
+    assert_eq!(
+        ib_mtu_for(256 + ROCE_MAX_HEADER_BYTES, ROCE_MAX_HEADER_BYTES),
+        Some(IB_MTU_256)
+    );
 }
 
 #[test]
@@ -48,6 +60,9 @@ fn iwarp_limits_drop_what_iwarp_lacks() {
 fn abi_layout_is_stable() {
     assert_eq!(core::mem::size_of::<abi::AllocUcontextResp>(), 16);
     assert_eq!(core::mem::offset_of!(abi::AllocUcontextResp, transport), 4);
-    assert_eq!(core::mem::offset_of!(abi::AllocUcontextResp, max_inline_data), 8);
+    assert_eq!(
+        core::mem::offset_of!(abi::AllocUcontextResp, max_inline_data),
+        8
+    );
     assert_ne!(abi::TRANSPORT_ROCE, abi::TRANSPORT_IWARP);
 }

@@ -176,7 +176,11 @@ unsafe extern "C" fn query_device_ex(
     unsafe { ibv_cmd_query_device_any(ctx, input, attr, attr_size, &mut resp, &mut resp_size) }
 }
 
-unsafe extern "C" fn query_port(ctx: *mut ibv_context, port: u8, attr: *mut ibv_port_attr) -> c_int {
+unsafe extern "C" fn query_port(
+    ctx: *mut ibv_context,
+    port: u8,
+    attr: *mut ibv_port_attr,
+) -> c_int {
     // SAFETY: zeroed command buffer.
     let mut cmd: ibv_query_port = unsafe { zeroed() };
     // SAFETY: arguments come from libibverbs unchanged; cmd is sized.

@@ -78,26 +78,20 @@ pub(crate) fn init() -> Result {
 /// Module exit: stop new devices and events, then unregister every device and
 /// wait for each unregistration to finish (ib_core frees the memory).
 pub(crate) fn exit() {
+    // After this no newlink is running (rdma_link_unregister waits for it) and
+    // no netdev event arrives, so every registry entry is a registered device.
     glue::unregister_link_types_and_notifier();
-    let mut held = KVec::new();
-    {
-        let devices = DEVICES.lock();
-        for e in devices.iter() {
-            if held.push(e.dev.get(), GFP_KERNEL).is_err() {
-                pr_err!("out of memory at exit; unregistering in place\n");
-                break;
-            }
-        }
-    }
-    for dev in held.into_iter() {
-        dev.unregister();
-    }
-    // Any device left (allocation failure above): unregister one by one.
     loop {
-        let next = DEVICES.lock().first().map(|e| e.dev.get());
-        match next {
-            Some(dev) => dev.unregister(),
-            None => break,
+        // Take a reference under the lock: the device may be going away
+        // concurrently (a queued unregistration), but its memory stays valid.
+        let Some(dev) = DEVICES.lock().first().map(|e| e.dev.get()) else {
+            break;
+        };
+        dev.unregister();
+        // dealloc_driver has removed the entry; if not, stop rather than spin.
+        if DEVICES.lock().first().is_some_and(|e| dev.is(&e.dev)) {
+            pr_err!("a device would not unregister; leaving it\n");
+            break;
         }
     }
 }

@@ -183,9 +183,13 @@ impl IbDevice {
 pub(crate) struct HeldIbDevice(IbDevice);
 
 impl HeldIbDevice {
+    pub(crate) fn is(&self, other: &IbDevice) -> bool {
+        self.0.is(other)
+    }
+
     /// Unregister synchronously: when this returns the device is gone from
     /// ib_core and dealloc_driver has run.
-    pub(crate) fn unregister(self) {
+    pub(crate) fn unregister(&self) {
         // SAFETY: we hold a reference, so the memory is valid; ib_core fences
         // concurrent unregistrations and tolerates an already-unregistered device.
         unsafe { bindings::ib_unregister_device(self.0.ib()) }

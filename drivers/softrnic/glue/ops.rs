@@ -55,6 +55,9 @@ fn errno(r: Result) -> ffi::c_int {
     }
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn query_device(
     ib: *mut b::ib_device,
     attr: *mut b::ib_device_attr,
@@ -77,6 +80,9 @@ fn node_guid(ib: *mut b::ib_device) -> [u8; 8] {
     unsafe { (*ib).node_guid }.to_ne_bytes()
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn query_port(
     ib: *mut b::ib_device,
     port: u32,
@@ -101,6 +107,9 @@ unsafe extern "C" fn query_port(
     0
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn get_port_immutable(
     ib: *mut b::ib_device,
     port: u32,
@@ -115,10 +124,16 @@ unsafe extern "C" fn get_port_immutable(
     0
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn query_pkey(
     _ib: *mut b::ib_device,
     port: u32,
@@ -137,6 +152,10 @@ unsafe extern "C" fn query_pkey(
 
 /// iWARP ports have one GID, made from the MAC (RoCE GIDs come from ib_core's
 /// table, filled from the netdev's IP addresses).
+///
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn query_gid(
     ib: *mut b::ib_device,
     port: u32,
@@ -157,6 +176,9 @@ unsafe extern "C" fn query_gid(
     0
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> ffi::c_int {
     // SAFETY: ib_core passes a context of our size whose `device` is ours.
     let dev = unsafe { dev((*uctx).device) };
@@ -184,13 +206,23 @@ fn respond<T: Copy>(udata: *mut b::ib_udata, resp: &T) -> Result {
     super::check(unsafe { b::softrnic_copy_to_udata(udata, (resp as *const T).cast(), len) })
 }
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn dealloc_ucontext(_uctx: *mut b::ib_ucontext) {}
 
 /// Nothing is mapped into user space yet, so there is nothing to revoke; the
 /// op's presence lets ib_uverbs disassociate open contexts instead of waiting
 /// for them when a device goes away (netdev deleted, rmmod).
+///
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 
+/// # Safety
+/// Called only by ib_core, as an `ib_device_ops` member, with the pointers
+/// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     // SAFETY: called once by ib_dealloc_device on a live device of ours.
     device::forget(&unsafe { dev(ib) });

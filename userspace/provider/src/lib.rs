@@ -63,11 +63,17 @@ fn cstr_bytes(buf: &[core::ffi::c_char]) -> &[u8] {
     &bytes[..end]
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn match_device(sysfs: *mut verbs_sysfs_dev) -> bool {
     // SAFETY: libibverbs passes a valid sysfs device description.
     !sysfs.is_null() && softrnic_transport(unsafe { &*sysfs }).is_some()
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn alloc_device(sysfs: *mut verbs_sysfs_dev) -> *mut verbs_device {
     // SAFETY: as in match_device.
     let Some(transport) = (unsafe { sysfs.as_ref() }).and_then(softrnic_transport) else {
@@ -86,11 +92,17 @@ unsafe extern "C" fn alloc_device(sysfs: *mut verbs_sysfs_dev) -> *mut verbs_dev
     }
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn uninit_device(vdev: *mut verbs_device) {
     // SAFETY: vdev came from alloc_device (first field of Device).
     unsafe { libc::free(vdev.cast::<c_void>()) }
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn alloc_context(
     ibdev: *mut ibv_device,
     cmd_fd: c_int,
@@ -151,6 +163,9 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn free_context(ibctx: *mut ibv_context) {
     // SAFETY: ibctx is the `context` member of the verbs_context inside one
     // of our Contexts (container_of twice).
@@ -163,6 +178,9 @@ unsafe extern "C" fn free_context(ibctx: *mut ibv_context) {
     }
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn query_device_ex(
     ctx: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
@@ -176,6 +194,9 @@ unsafe extern "C" fn query_device_ex(
     unsafe { ibv_cmd_query_device_any(ctx, input, attr, attr_size, &mut resp, &mut resp_size) }
 }
 
+/// # Safety
+/// Called only by libibverbs, with the pointers its provider interface
+/// promises (valid device, context and buffers).
 unsafe extern "C" fn query_port(
     ctx: *mut ibv_context,
     port: u8,

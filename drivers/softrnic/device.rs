@@ -107,33 +107,37 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
         return Err(EINVAL);
     }
     let netdev_id = ndev.id();
-    {
-        let devices = DEVICES.lock();
+    let dev = IbDevice::alloc(SoftRnic { transport }, ndev)?;
+    // Check for a duplicate and claim the (netdev, transport) slot under one
+    // lock hold: two `rdma link add` may run at once.
+    let claimed = {
+        let mut devices = DEVICES.lock();
         if devices
             .iter()
             .any(|e| e.netdev_id == netdev_id && e.transport == transport && !e.unregistering)
         {
+            Err(EEXIST)
+        } else {
+            let entry = Entry {
+                dev: dev.clone_ptr(),
+                transport,
+                netdev_id,
+                registered: false,
+                unregistering: false,
+            };
+            devices.push(entry, GFP_KERNEL).map_err(Error::from)
+        }
+    };
+    if let Err(e) = claimed {
+        if e == EEXIST {
             pr_info!(
                 "{} already has a softrnic_{} device\n",
                 ndev.name(),
                 transport.name()
             );
-            return Err(EEXIST);
         }
-    }
-
-    let dev = IbDevice::alloc(SoftRnic { transport }, ndev)?;
-    let entry = Entry {
-        dev: dev.clone_ptr(),
-        transport,
-        netdev_id,
-        registered: false,
-        unregistering: false,
-    };
-    let pushed = DEVICES.lock().push(entry, GFP_KERNEL);
-    if let Err(e) = pushed {
         dev.dealloc_unregistered();
-        return Err(e.into());
+        return Err(e);
     }
 
     if let Err(e) = dev.register(name) {

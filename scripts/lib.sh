@@ -13,6 +13,7 @@ KSRC_IN_ROOT=/usr/src/softrnic-linux   # Rust-capable kernel tree, inside ROOT
 KHDR_IN_ROOT=/usr/src/linux-headers-$KVER
 RDMA_SRC_IN_ROOT=/usr/src/softrnic-rdma-core
 SRC_IN_ROOT=/src                       # where the repository appears in ROOT
+TARGET_IN_ROOT=/var/cache/softrnic-target  # cargo target directory, inside ROOT
 
 log() { printf '[softrnic] %s\n' "$*" >&2; }
 die() { printf '[softrnic] error: %s\n' "$*" >&2; exit 1; }
@@ -47,6 +48,12 @@ in_root() {
         [ -f /etc/resolv.conf ] && mount --bind /etc/resolv.conf "$R/etc/resolv.conf" 2>/dev/null || true
         exec chroot "$R" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
             HOME=/root LANG=C.UTF-8 TERM=dumb CARGO_HTTP_CAINFO=/etc/ssl/certs/host-ca.pem \
-            CARGO_HOME=/var/cache/softrnic-cargo "$@"
+            CARGO_HOME=/var/cache/softrnic-cargo \
+            CARGO_TARGET_DIR='"$TARGET_IN_ROOT"' RDMA_CORE_SRC='"$RDMA_SRC_IN_ROOT"' "$@"
     ' sh "$ROOT" "$REPO" "$@"
+}
+
+# cargo_in_root ARGS...: run cargo in the build root on the userspace workspace.
+cargo_in_root() {
+    in_root /bin/sh -c 'cd "$0" && exec cargo "$@"' "$SRC_IN_ROOT/userspace" "$@"
 }

@@ -55,7 +55,6 @@ pub(crate) struct SoftRnic {
 /// A registry entry: one live softrnic device.
 struct Entry {
     dev: IbDevice,
-    transport: Transport,
     netdev_id: usize,
     /// Set once ib_register_device succeeded.
     registered: bool,
@@ -114,13 +113,15 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
         let mut devices = DEVICES.lock();
         if devices
             .iter()
-            .any(|e| e.netdev_id == netdev_id && e.transport == transport && !e.unregistering)
+            .any(|e| {
+                // Entries are alive under the lock (see `forget`).
+                e.netdev_id == netdev_id && e.dev.driver().transport == transport && !e.unregistering
+            })
         {
             Err(EEXIST)
         } else {
             let entry = Entry {
                 dev: dev.clone_ptr(),
-                transport,
                 netdev_id,
                 registered: false,
                 unregistering: false,

@@ -182,6 +182,9 @@ pub(crate) fn netdev_event(event: glue::NetdevEvent, ndev: &NetDevice) {
         match event {
             glue::NetdevEvent::Unregister => {
                 e.unregistering = true;
+                // The port's netdev is gone for good: tell consumers before
+                // the device itself goes (IBTA: catastrophic device error).
+                glue::device_fatal(&e.dev);
                 e.dev.unregister_queued();
             }
             glue::NetdevEvent::StateChange => {

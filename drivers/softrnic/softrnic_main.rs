@@ -18,6 +18,10 @@ mod glue;
 #[path = "core/limits.rs"]
 #[allow(dead_code)]
 mod limits;
+#[path = "core/qp_state.rs"]
+#[allow(dead_code)]
+mod qp_state;
+mod verbs;
 
 module! {
     type: SoftRnicModule,
@@ -40,6 +44,7 @@ impl kernel::Module for SoftRnicModule {
 impl Drop for SoftRnicModule {
     fn drop(&mut self) {
         device::exit();
+        verbs::report_live();
         pr_info!("unloaded\n");
     }
 }

@@ -5,7 +5,14 @@
 //! every `ib_device_ops` member in `ops.rs`).
 
 pub(crate) mod bindings;
+pub(crate) mod events;
 mod ops;
+pub(crate) mod ring;
+pub(crate) mod table;
+pub(crate) mod umem;
+mod verbs_ops;
+
+pub(crate) use verbs_ops::device_fatal;
 
 use core::ptr::{addr_of_mut, NonNull};
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +50,8 @@ pub(crate) struct SoftRnicIbDev {
     driver: SoftRnic,
     /// Last port state reported (see `IbDevice::port_state_changed`).
     port_up: AtomicBool,
+    /// Object counts and key tables of the verbs layer.
+    verbs: crate::verbs::DeviceVerbs,
 }
 
 /// A pointer to a live softrnic `ib_device`.
@@ -75,6 +84,7 @@ impl IbDevice {
         unsafe {
             addr_of_mut!((*p).driver).write(driver);
             addr_of_mut!((*p).port_up).write(AtomicBool::new(port_up));
+            crate::verbs::DeviceVerbs::init(addr_of_mut!((*p).verbs));
             let ib = addr_of_mut!((*p).ib);
             (*ib).node_type = match transport {
                 Transport::Roce => bindings::RDMA_NODE_IB_CA as u8,
@@ -97,7 +107,7 @@ impl IbDevice {
         Ok(dev)
     }
 
-    fn ib(&self) -> *mut bindings::ib_device {
+    pub(crate) fn ib(&self) -> *mut bindings::ib_device {
         self.0.as_ptr().cast()
     }
 
@@ -121,6 +131,16 @@ impl IbDevice {
         // SAFETY: the type invariant keeps the pointee alive; the driver part
         // is immutable after `alloc`.
         unsafe { &(*self.0.as_ptr()).driver }
+    }
+
+    pub(crate) fn verbs(&self) -> &crate::verbs::DeviceVerbs {
+        // SAFETY: as in `driver`; initialised in `alloc`, and its tables and
+        // counters synchronise themselves.
+        unsafe { &(*self.0.as_ptr()).verbs }
+    }
+
+    pub(crate) fn limits(&self) -> &'static crate::limits::DeviceLimits {
+        self.driver().transport.limits()
     }
 
     /// Record the port state; true when it differs from the last one recorded.
@@ -288,6 +308,12 @@ impl Drop for HeldNetDevice {
         // SAFETY: drops the reference ib_device_get_netdev took.
         unsafe { bindings::softrnic_dev_put(self.0 .0.as_ptr()) }
     }
+}
+
+/// A random byte (for the key byte of lkeys and rkeys).
+pub(crate) fn random_key_byte() -> u8 {
+    // SAFETY: plain call into the kernel's CSPRNG.
+    unsafe { bindings::softrnic_random_key_byte() }
 }
 
 /// Netdev notifier events, as far as softrnic cares.

@@ -7,6 +7,7 @@ use kernel::ffi;
 use kernel::prelude::*;
 
 use super::bindings as b;
+use super::verbs_ops as v;
 use super::IbDevice;
 use crate::abi;
 use crate::attrs;
@@ -36,7 +37,48 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         dealloc_ucontext: Some(dealloc_ucontext),
         disassociate_ucontext: Some(disassociate_ucontext),
         dealloc_driver: Some(dealloc_driver),
+        mmap: Some(b::softrnic_mmap),
+        mmap_free: Some(b::softrnic_mmap_free),
+        alloc_pd: Some(v::alloc_pd),
+        dealloc_pd: Some(v::dealloc_pd),
+        create_cq: Some(v::create_cq),
+        destroy_cq: Some(v::destroy_cq),
+        resize_user_cq: Some(v::resize_user_cq),
+        modify_cq: Some(v::modify_cq),
+        poll_cq: Some(v::poll_cq),
+        peek_cq: Some(v::peek_cq),
+        req_notify_cq: Some(v::req_notify_cq),
+        create_qp: Some(v::create_qp),
+        modify_qp: Some(v::modify_qp),
+        query_qp: Some(v::query_qp),
+        destroy_qp: Some(v::destroy_qp),
+        post_send: Some(v::post_send),
+        post_recv: Some(v::post_recv),
+        create_srq: Some(v::create_srq),
+        modify_srq: Some(v::modify_srq),
+        query_srq: Some(v::query_srq),
+        destroy_srq: Some(v::destroy_srq),
+        post_srq_recv: Some(v::post_srq_recv),
+        get_dma_mr: Some(v::get_dma_mr),
+        reg_user_mr: Some(v::reg_user_mr),
+        rereg_user_mr: Some(v::rereg_user_mr),
+        dereg_mr: Some(v::dereg_mr),
+        alloc_mr: Some(v::alloc_mr),
+        map_mr_sg: Some(v::map_mr_sg),
+        alloc_mw: Some(v::alloc_mw),
+        dealloc_mw: Some(v::dealloc_mw),
+        create_ah: Some(v::create_ah),
+        create_user_ah: Some(v::create_ah),
+        modify_ah: Some(v::modify_ah),
+        query_ah: Some(v::query_ah),
+        destroy_ah: Some(v::destroy_ah),
         size_ib_ucontext: size_of::<Ucontext>() as _,
+        size_ib_pd: size_of::<crate::verbs::Pd>() as _,
+        size_ib_cq: size_of::<crate::verbs::cq::Cq>() as _,
+        size_ib_qp: size_of::<crate::verbs::qp::Qp>() as _,
+        size_ib_srq: size_of::<crate::verbs::srq::Srq>() as _,
+        size_ib_mw: size_of::<crate::verbs::mr::Mw>() as _,
+        size_ib_ah: size_of::<crate::verbs::ah::Ah>() as _,
         ..Default::default()
     }
 }
@@ -182,36 +224,34 @@ unsafe extern "C" fn query_gid(
 unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> ffi::c_int {
     // SAFETY: ib_core passes a context of our size whose `device` is ours.
     let dev = unsafe { dev((*uctx).device) };
+    // SAFETY: as above.
+    if let Err(e) = v::charge_ucontext(unsafe { (*uctx).device }) {
+        return e.to_errno();
+    }
     let resp = abi::AllocUcontextResp {
         abi_version: abi::UVERBS_ABI_VERSION,
         transport: dev.driver().transport.abi(),
         max_inline_data: dev.driver().transport.limits().max_inline_data,
         reserved: 0,
     };
-    errno(respond(udata, &resp))
-}
-
-/// Copy a response to user space: as much as the caller's buffer holds (an
-/// older provider may pass a shorter response struct).
-fn respond<T: Copy>(udata: *mut b::ib_udata, resp: &T) -> Result {
-    if udata.is_null() {
-        return Ok(());
+    let r = v::respond(udata, &resp);
+    if r.is_err() {
+        // SAFETY: as above.
+        v::uncharge_ucontext(unsafe { (*uctx).device });
     }
-    // SAFETY: udata is valid (checked non-null above; ib_core passes it).
-    let len = core::cmp::min(unsafe { b::softrnic_udata_outlen(udata) }, size_of::<T>());
-    if len == 0 {
-        return Ok(());
-    }
-    // SAFETY: `resp` is `len` readable bytes; the shim checks the user buffer.
-    super::check(unsafe { b::softrnic_copy_to_udata(udata, (resp as *const T).cast(), len) })
+    errno(r)
 }
 
 /// # Safety
 /// Called only by ib_core, as an `ib_device_ops` member, with the pointers
 /// that member's contract promises (live device of ours, valid buffers).
-unsafe extern "C" fn dealloc_ucontext(_uctx: *mut b::ib_ucontext) {}
+unsafe extern "C" fn dealloc_ucontext(uctx: *mut b::ib_ucontext) {
+    // SAFETY: a context alloc_ucontext succeeded on; its device is ours.
+    v::uncharge_ucontext(unsafe { (*uctx).device });
+}
 
-/// Nothing is mapped into user space yet, so there is nothing to revoke; the
+/// Mapped rings hold their own page references, so the kernel revokes
+/// nothing: user space keeps stale (harmless) pages until it unmaps.  The
 /// op's presence lets ib_uverbs disassociate open contexts instead of waiting
 /// for them when a device goes away (netdev deleted, rmmod).
 ///
@@ -225,6 +265,9 @@ unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 /// that member's contract promises (live device of ours, valid buffers).
 unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     // SAFETY: called once by ib_dealloc_device on a live device of ours.
-    device::forget(&unsafe { dev(ib) });
+    let d = unsafe { dev(ib) };
+    // SAFETY: every object is gone (ib_core destroyed them at unregister).
+    unsafe { d.verbs().destroy() };
+    device::forget(&d);
 }
 

@@ -14,6 +14,12 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/ib_umem.h>
+#include <rdma/uverbs_ioctl.h>
+#include <linux/vmalloc.h>
+#include <linux/xarray.h>
+#include <linux/completion.h>
+#include <linux/random.h>
 
 /* The link types softrnic registers; index = enum softrnic_transport. */
 enum softrnic_transport {
@@ -46,5 +52,73 @@ void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6]);
 void softrnic_dev_put(struct net_device *ndev);
 int softrnic_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
 size_t softrnic_udata_outlen(const struct ib_udata *udata);
+
+
+/*
+ * Verbs-object helpers (glue/verbs_shim.c).
+ *
+ * A softrnic_ref is the liveness count of an object that can be found by key
+ * (QP number, MR/MW key, AH number): lookups take a reference under the table
+ * lock only while the count is non-zero, and destroy waits for the last one.
+ */
+struct softrnic_ref {
+	refcount_t count;
+	struct completion done;
+};
+
+void softrnic_ref_init(struct softrnic_ref *ref);
+void softrnic_ref_put(struct softrnic_ref *ref);
+void softrnic_ref_drain(struct softrnic_ref *ref);
+
+void softrnic_table_init(struct xarray *xa);
+void softrnic_table_destroy(struct xarray *xa);
+int softrnic_table_alloc(struct xarray *xa, u32 *index, void *entry, u32 min,
+			 u32 max, u32 *next, bool atomic);
+bool softrnic_table_write(struct xarray *xa, u32 index, const void *src,
+			  size_t offset, size_t len);
+bool softrnic_table_copy(struct xarray *xa, u32 index, void *dst,
+			 size_t offset, size_t len);
+int softrnic_table_insert(struct xarray *xa, u32 index, void *entry);
+void softrnic_table_erase(struct xarray *xa, u32 index);
+void *softrnic_table_get(struct xarray *xa, u32 index, size_t ref_offset);
+
+struct ib_udata *softrnic_bundle_udata(struct uverbs_attr_bundle *attrs);
+struct ib_ucontext *softrnic_udata_ucontext(struct ib_udata *udata);
+size_t softrnic_udata_inlen(const struct ib_udata *udata);
+int softrnic_copy_from_udata(void *dst, struct ib_udata *udata, size_t len);
+int softrnic_copy_to_user(u64 addr, const void *src, size_t len);
+
+void *softrnic_vmalloc_user(size_t size);
+void *softrnic_vzalloc(size_t size);
+void softrnic_vfree(const void *addr);
+
+/* A ring mapped into user space: the mmap entry owns the memory. */
+struct softrnic_mmap_entry {
+	struct rdma_user_mmap_entry rdma;
+	void *buf;
+};
+
+struct softrnic_mmap_entry *softrnic_mmap_entry_new(struct ib_ucontext *uctx,
+						    void *buf, size_t len,
+						    u64 *key);
+void softrnic_mmap_entry_remove(struct softrnic_mmap_entry *entry);
+int softrnic_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma);
+void softrnic_mmap_free(struct rdma_user_mmap_entry *entry);
+
+struct ib_umem *softrnic_umem_get(struct ib_device *dev, u64 addr, u64 len,
+				  int access, int *err);
+size_t softrnic_umem_num_pages(struct ib_umem *umem);
+
+void softrnic_qp_event(struct ib_qp *qp, enum ib_event_type type);
+void softrnic_cq_event(struct ib_cq *cq, enum ib_event_type type);
+void softrnic_srq_event(struct ib_srq *srq, enum ib_event_type type);
+void softrnic_device_event(struct ib_device *ibdev, enum ib_event_type type);
+void softrnic_cq_notify(struct ib_cq *cq);
+
+int softrnic_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+		       unsigned int *sg_offset);
+int softrnic_mr_set_page(struct ib_mr *mr, u64 addr);
+u8 softrnic_random_key_byte(void);
+unsigned long softrnic_page_size(void);
 
 #endif

@@ -118,7 +118,11 @@ pub const fn slots_for(depth: u32) -> Option<u32> {
 
 /// The smallest power-of-two slot of at least MIN_SLOT_BYTES holding `bytes`.
 pub const fn slot_bytes_for(bytes: usize) -> u32 {
-    let b = if bytes < MIN_SLOT_BYTES { MIN_SLOT_BYTES } else { bytes };
+    let b = if bytes < MIN_SLOT_BYTES {
+        MIN_SLOT_BYTES
+    } else {
+        bytes
+    };
     b.next_power_of_two() as u32
 }
 
@@ -204,7 +208,11 @@ pub struct RecvWqe {
 /// Bytes of a send slot for `max_sge` Sges or `max_inline` inline bytes.
 pub const fn send_slot_bytes(max_sge: u32, max_inline: u32) -> u32 {
     let sges = max_sge as usize * core::mem::size_of::<Sge>();
-    let payload = if sges > max_inline as usize { sges } else { max_inline as usize };
+    let payload = if sges > max_inline as usize {
+        sges
+    } else {
+        max_inline as usize
+    };
     slot_bytes_for(core::mem::size_of::<SendWqe>() + payload)
 }
 
@@ -239,7 +247,8 @@ pub const WC_COMP_SWAP: u8 = 3;
 pub const WC_FETCH_ADD: u8 = 4;
 pub const WC_BIND_MW: u8 = 5;
 pub const WC_LOCAL_INV: u8 = 6;
-pub const WC_REG_MR: u8 = 8;
+/// Kernel CQs only (mapped to IB_WC_REG_MR when polled).
+pub const WC_REG_MR: u8 = 0x20;
 pub const WC_RECV: u8 = 128;
 pub const WC_RECV_RDMA_WITH_IMM: u8 = 129;
 
@@ -270,7 +279,10 @@ pub struct Cqe {
     pub network_hdr_type: u8,
     pub port_num: u8,
     pub smac: [u8; 6],
-    pub _reserved: [u8; 16],
+    /// Kernel CQs only: the `struct ib_qp *` of the completion (ib_wc.qp);
+    /// always zero in user rings.
+    pub kernel_qp: u64,
+    pub _reserved: u64,
 }
 
 pub const CQE_BYTES: u32 = 64;

@@ -5,5 +5,11 @@
 #[allow(dead_code)]
 pub(crate) mod limits;
 
+#[path = "../../../drivers/softrnic/core/qp_state.rs"]
+#[allow(dead_code)]
+pub(crate) mod qp_state;
+
+#[cfg(test)]
+mod qp_state_tests;
 #[cfg(test)]
 mod tests;

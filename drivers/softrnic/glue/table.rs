@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Key tables: xarrays from a number (QP number, MR/MW key index, AH number)
+//! to an object, with O(1) lookups that are safe against a concurrent destroy.
+//!
+//! An object found through a table carries a `softrnic_ref`; a lookup takes a
+//! reference only while the object is alive, and destroy first removes the
+//! entry, then drains the references (`Ref::drain`) before its memory goes.
+
+use core::cell::UnsafeCell;
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use super::bindings as b;
+use super::check;
+
+/// A liveness count embedded in a table object.
+#[repr(transparent)]
+pub(crate) struct Ref(UnsafeCell<b::softrnic_ref>);
+
+// SAFETY: the count and completion are used only through the kernel's
+// thread-safe refcount and completion APIs.
+unsafe impl Sync for Ref {}
+// SAFETY: as above.
+unsafe impl Send for Ref {}
+
+impl Ref {
+    /// Start at one reference (the creator's).
+    ///
+    /// # Safety
+    /// `this` points to writable memory for a `Ref` that nothing else uses yet.
+    pub(crate) unsafe fn init(this: *mut Ref) {
+        // SAFETY: per the contract; the shim sets the count and completion.
+        unsafe { b::softrnic_ref_init(this.cast()) }
+    }
+
+    /// Drop the creator's reference and wait for every lookup to finish.
+    /// Call only after the object was removed from its table.
+    pub(crate) fn drain(&self) {
+        // SAFETY: initialised by `init`; may sleep (callers are in process
+        // context: destroy verbs).
+        unsafe { b::softrnic_ref_drain(self.0.get()) }
+    }
+
+    fn put(&self) {
+        // SAFETY: initialised by `init`; balances a successful lookup.
+        unsafe { b::softrnic_ref_put(self.0.get()) }
+    }
+}
+
+/// An object that lives in a key table.
+///
+/// # Safety
+/// `REF_OFFSET` is the byte offset of a `Ref` inside `Self`, initialised
+/// before the object is inserted into a table and drained before it is freed.
+pub(crate) unsafe trait Keyed {
+    const REF_OFFSET: usize;
+}
+
+/// An xarray of objects of type `T`, embedded in the device.
+#[repr(C)]
+pub(crate) struct Table<T> {
+    xa: UnsafeCell<b::xarray>,
+    /// The cyclic allocation cursor; written only under the xarray's lock.
+    next: UnsafeCell<u32>,
+    _t: core::marker::PhantomData<T>,
+}
+
+// SAFETY: the xarray does its own locking; entries are Sync objects.
+unsafe impl<T: Sync> Sync for Table<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Send for Table<T> {}
+
+/// A counted reference to a table object; dropped → reference released.
+pub(crate) struct Found<T: Keyed>(NonNull<T>);
+
+impl<T: Keyed> core::ops::Deref for Found<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the reference taken by `Table::get` keeps the object alive.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl<T: Keyed> Drop for Found<T> {
+    fn drop(&mut self) {
+        // SAFETY: REF_OFFSET locates the object's initialised Ref (trait contract).
+        let r = unsafe { &*self.0.as_ptr().cast::<u8>().add(T::REF_OFFSET).cast::<Ref>() };
+        r.put();
+    }
+}
+
+impl<T> Table<T> {
+    /// # Safety
+    /// `this` points to writable, pinned memory for a table nothing uses yet.
+    pub(crate) unsafe fn init(this: *mut Table<T>) {
+        // SAFETY: per the contract; `xa` is the first field (repr(C)).
+        unsafe {
+            b::softrnic_table_init(this.cast());
+            (*this).next = UnsafeCell::new(0);
+        }
+    }
+
+    /// Destroy an empty table.
+    ///
+    /// # Safety
+    /// No other user of the table remains.
+    pub(crate) unsafe fn destroy(&self) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_table_destroy(self.xa.get()) }
+    }
+
+    /// Insert `obj` at a free index in `min..=max` (cyclic, so a freed number
+    /// is not reused at once).
+    ///
+    /// # Safety
+    /// `obj` stays valid until it is erased from the table and drained.
+    /// `atomic`: the caller may not sleep (allocate with GFP_ATOMIC).
+    pub(crate) unsafe fn alloc(
+        &self,
+        obj: *const T,
+        min: u32,
+        max: u32,
+        atomic: bool,
+    ) -> Result<u32> {
+        let mut index = 0u32;
+        // SAFETY: initialised xarray; `obj` outlives its entry (contract).
+        check(unsafe {
+            b::softrnic_table_alloc(self.xa.get(), &mut index, obj as *mut _, min, max, self.next.get(), atomic)
+        })
+        .map_err(|e| if e == EBUSY { ENOMEM } else { e })?;
+        Ok(index)
+    }
+
+    /// Insert `obj` at exactly `index`.
+    ///
+    /// # Safety
+    /// As for `alloc`.
+    pub(crate) unsafe fn insert(&self, index: u32, obj: *const T) -> Result {
+        // SAFETY: as in `alloc`.
+        check(unsafe { b::softrnic_table_insert(self.xa.get(), index, obj as *mut _) })
+    }
+
+    pub(crate) fn erase(&self, index: u32) {
+        // SAFETY: initialised xarray.
+        unsafe { b::softrnic_table_erase(self.xa.get(), index) }
+    }
+
+    /// A copy of the `V` found `offset` bytes into the object at `index`,
+    /// taken under the table lock (for objects without a `Ref`, whose destroy
+    /// erases them under the same lock).
+    ///
+    /// # Safety
+    /// `offset` is the offset of a field of type `V` in `T`.
+    pub(crate) unsafe fn read<V: Copy>(&self, index: u32, offset: usize) -> Option<V> {
+        let mut out = core::mem::MaybeUninit::<V>::uninit();
+        // SAFETY: initialised xarray; the shim copies size_of::<V>() bytes
+        // from a live entry into `out`, or nothing.
+        let found = unsafe {
+            b::softrnic_table_copy(self.xa.get(), index, out.as_mut_ptr().cast(), offset, size_of::<V>())
+        };
+        // SAFETY: `found` means all bytes of `out` were written from a `V`.
+        found.then(|| unsafe { out.assume_init() })
+    }
+}
+
+impl<T> Table<T> {
+    /// Overwrite the `V` found `offset` bytes into the object at `index`,
+    /// under the table lock (the counterpart of `read`).
+    ///
+    /// # Safety
+    /// `offset` is the offset of a field of type `V` in `T`.
+    pub(crate) unsafe fn write<V: Copy>(&self, index: u32, offset: usize, v: &V) -> Result {
+        // SAFETY: initialised xarray; the shim copies into a live entry.
+        let found = unsafe {
+            b::softrnic_table_write(self.xa.get(), index, (v as *const V).cast(), offset, size_of::<V>())
+        };
+        if found { Ok(()) } else { Err(EINVAL) }
+    }
+}
+
+impl<T: Keyed> Table<T> {
+    /// The live object at `index`, with a reference held.
+    pub(crate) fn get(&self, index: u32) -> Option<Found<T>> {
+        // SAFETY: initialised xarray; entries are `T`s with a Ref at REF_OFFSET.
+        let p = unsafe { b::softrnic_table_get(self.xa.get(), index, T::REF_OFFSET) };
+        NonNull::new(p.cast::<T>()).map(Found)
+    }
+}

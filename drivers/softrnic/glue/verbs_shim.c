@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * softrnic C shim for the verbs objects: static inlines and macros of the
+ * xarray, refcount, completion, udata, mmap and umem APIs, wrapped so Rust can
+ * call them.  No object logic lives here.
+ */
+#include "shim.h"
+
+void softrnic_ref_init(struct softrnic_ref *ref)
+{
+	refcount_set(&ref->count, 1);
+	init_completion(&ref->done);
+}
+
+void softrnic_ref_put(struct softrnic_ref *ref)
+{
+	if (refcount_dec_and_test(&ref->count))
+		complete(&ref->done);
+}
+
+/* Drop the creator's reference and wait until every lookup has let go. */
+void softrnic_ref_drain(struct softrnic_ref *ref)
+{
+	softrnic_ref_put(ref);
+	wait_for_completion(&ref->done);
+}
+
+/* Tables are looked up from any context (the engines run in softirq). */
+void softrnic_table_init(struct xarray *xa)
+{
+	xa_init_flags(xa, XA_FLAGS_ALLOC | XA_FLAGS_LOCK_IRQ);
+}
+
+void softrnic_table_destroy(struct xarray *xa)
+{
+	WARN_ON(!xa_empty(xa));
+	xa_destroy(xa);
+}
+
+int softrnic_table_alloc(struct xarray *xa, u32 *index, void *entry, u32 min,
+			 u32 max, u32 *next, bool atomic)
+{
+	int ret = xa_alloc_cyclic_irq(xa, index, entry, XA_LIMIT(min, max), next,
+				      atomic ? GFP_ATOMIC : GFP_KERNEL);
+
+	return ret < 0 ? ret : 0;
+}
+
+int softrnic_table_insert(struct xarray *xa, u32 index, void *entry)
+{
+	return xa_insert_irq(xa, index, entry, GFP_KERNEL);
+}
+
+void softrnic_table_erase(struct xarray *xa, u32 index)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	__xa_erase(xa, index);
+	xa_unlock_irqrestore(xa, flags);
+}
+
+/*
+ * The entry at @index with a reference taken on the softrnic_ref found
+ * @ref_offset bytes into it, or NULL when there is none or it is being
+ * destroyed.
+ */
+void *softrnic_table_get(struct xarray *xa, u32 index, size_t ref_offset)
+{
+	unsigned long flags;
+	void *entry;
+
+	xa_lock_irqsave(xa, flags);
+	entry = xa_load(xa, index);
+	if (entry) {
+		struct softrnic_ref *ref = entry + ref_offset;
+
+		if (!refcount_inc_not_zero(&ref->count))
+			entry = NULL;
+	}
+	xa_unlock_irqrestore(xa, flags);
+	return entry;
+}
+
+/* Copy @len bytes at @offset of the entry at @index, under the table lock. */
+bool softrnic_table_copy(struct xarray *xa, u32 index, void *dst,
+			 size_t offset, size_t len)
+{
+	unsigned long flags;
+	void *entry;
+
+	xa_lock_irqsave(xa, flags);
+	entry = xa_load(xa, index);
+	if (entry)
+		memcpy(dst, entry + offset, len);
+	xa_unlock_irqrestore(xa, flags);
+	return entry != NULL;
+}
+
+/* Copy @len bytes from @src to @offset of the entry at @index, under the lock. */
+bool softrnic_table_write(struct xarray *xa, u32 index, const void *src,
+			  size_t offset, size_t len)
+{
+	unsigned long flags;
+	void *entry;
+
+	xa_lock_irqsave(xa, flags);
+	entry = xa_load(xa, index);
+	if (entry)
+		memcpy(entry + offset, src, len);
+	xa_unlock_irqrestore(xa, flags);
+	return entry != NULL;
+}
+
+struct ib_udata *softrnic_bundle_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+struct ib_ucontext *softrnic_udata_ucontext(struct ib_udata *udata)
+{
+	return udata ? rdma_udata_to_uverbs_attr_bundle(udata)->context : NULL;
+}
+
+size_t softrnic_udata_inlen(const struct ib_udata *udata)
+{
+	return udata ? udata->inlen : 0;
+}
+
+int softrnic_copy_from_udata(void *dst, struct ib_udata *udata, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
+
+int softrnic_copy_to_user(u64 addr, const void *src, size_t len)
+{
+	return copy_to_user(u64_to_user_ptr(addr), src, len) ? -EFAULT : 0;
+}
+
+void *softrnic_vmalloc_user(size_t size)
+{
+	return vmalloc_user(size);
+}
+
+void *softrnic_vzalloc(size_t size)
+{
+	return vzalloc(size);
+}
+
+void softrnic_vfree(const void *addr)
+{
+	vfree(addr);
+}
+
+/*
+ * Make @buf (from softrnic_vmalloc_user, @len bytes, page multiple) mappable
+ * through @uctx; @key is the mmap offset for user space.  On success the
+ * entry owns @buf: it is freed in softrnic_mmap_free once the entry is
+ * removed and no mmap() is in flight (user mappings hold their own page
+ * references).  On failure the caller still owns @buf.
+ */
+struct softrnic_mmap_entry *softrnic_mmap_entry_new(struct ib_ucontext *uctx,
+						    void *buf, size_t len,
+						    u64 *key)
+{
+	struct softrnic_mmap_entry *entry = kzalloc(sizeof(*entry), GFP_KERNEL);
+
+	if (!entry)
+		return NULL;
+	entry->buf = buf;
+	if (rdma_user_mmap_entry_insert(uctx, &entry->rdma, len)) {
+		kfree(entry);
+		return NULL;
+	}
+	*key = rdma_user_mmap_get_offset(&entry->rdma);
+	return entry;
+}
+
+void softrnic_mmap_entry_remove(struct softrnic_mmap_entry *entry)
+{
+	rdma_user_mmap_entry_remove(&entry->rdma);
+}
+
+int softrnic_mmap(struct ib_ucontext *uctx, struct vm_area_struct *vma)
+{
+	struct rdma_user_mmap_entry *rdma = rdma_user_mmap_entry_get(uctx, vma);
+	struct softrnic_mmap_entry *entry;
+	int ret;
+
+	if (!rdma)
+		return -EINVAL;
+	entry = container_of(rdma, struct softrnic_mmap_entry, rdma);
+	if (vma->vm_end - vma->vm_start > rdma->npages << PAGE_SHIFT)
+		ret = -EINVAL;
+	else
+		ret = remap_vmalloc_range(vma, entry->buf, 0);
+	rdma_user_mmap_entry_put(rdma);
+	return ret;
+}
+
+void softrnic_mmap_free(struct rdma_user_mmap_entry *rdma)
+{
+	struct softrnic_mmap_entry *entry =
+		container_of(rdma, struct softrnic_mmap_entry, rdma);
+
+	vfree(entry->buf);
+	kfree(entry);
+}
+
+struct ib_umem *softrnic_umem_get(struct ib_device *dev, u64 addr, u64 len,
+				  int access, int *err)
+{
+	struct ib_umem *umem = ib_umem_get_va(dev, addr, len, access);
+
+	if (IS_ERR(umem)) {
+		*err = PTR_ERR(umem);
+		return NULL;
+	}
+	*err = 0;
+	return umem;
+}
+
+size_t softrnic_umem_num_pages(struct ib_umem *umem)
+{
+	return ib_umem_num_pages(umem);
+}
+
+void softrnic_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = qp->device,
+		.element.qp = qp,
+		.event = type,
+	};
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
+void softrnic_cq_event(struct ib_cq *cq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = cq->device,
+		.element.cq = cq,
+		.event = type,
+	};
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
+void softrnic_srq_event(struct ib_srq *srq, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = srq->device,
+		.element.srq = srq,
+		.event = type,
+	};
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}
+
+void softrnic_device_event(struct ib_device *ibdev, enum ib_event_type type)
+{
+	struct ib_event ev = {
+		.device = ibdev,
+		.element.port_num = 1,
+		.event = type,
+	};
+
+	ib_dispatch_event(&ev);
+}
+
+void softrnic_cq_notify(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+int softrnic_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+		       unsigned int *sg_offset)
+{
+	return ib_sg_to_pages(mr, sg, sg_nents, sg_offset, softrnic_mr_set_page);
+}
+
+u8 softrnic_random_key_byte(void)
+{
+	return get_random_u8();
+}
+
+unsigned long softrnic_page_size(void)
+{
+	return PAGE_SIZE;
+}

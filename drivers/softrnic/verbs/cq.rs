@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Completion queues: a ring of `abi::Cqe` the kernel produces into.  User
+//! CQs are mapped and polled by the provider; kernel CQs are polled through
+//! `poll`.  Arming: kernel consumers call `arm`; user processes bump the
+//! ring's `arm_seq` (no system call) and `push` notices it.
+
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
+
+use crate::abi::{self, Cqe};
+use crate::glue::bindings as b;
+use crate::glue::events::{self, Event};
+use crate::glue::ring::{Ring, UserCtx};
+
+/// ib_cq_notify_flags
+pub(crate) const NOTIFY_SOLICITED: u32 = 1;
+pub(crate) const NOTIFY_NEXT_COMP: u32 = 2;
+pub(crate) const NOTIFY_REPORT_MISSED: u32 = 4;
+
+#[repr(C)]
+pub(crate) struct Cq {
+    pub(crate) ib: b::ib_cq,
+    pub(crate) inner: SpinLockIrq<CqState>,
+}
+
+pub(crate) struct CqState {
+    ring: Ring,
+    user: bool,
+    /// Kernel-private producer and (kernel CQs) consumer counters: never
+    /// re-read from memory user space can write.
+    prod: u32,
+    cons: u32,
+    /// The CQ overflowed: it is in error and takes no more completions.
+    error: bool,
+    /// Kernel consumers' arm (NOTIFY_* bits), cleared when an event fires.
+    kernel_arm: u32,
+    /// The user arm sequence already answered with an event.
+    user_arm_done: u32,
+    moderation: (u16, u16),
+}
+
+/// Largest depth user space or a kernel consumer may ask for.
+fn depth_ok(cqe: u32, max_cqe: u32) -> Result<u32> {
+    if cqe == 0 || cqe > max_cqe {
+        return Err(EINVAL);
+    }
+    abi::slots_for(cqe).ok_or(EINVAL)
+}
+
+impl CqState {
+    /// A CQ able to hold `cqe` completions; mapped into `uctx` if given.
+    pub(crate) fn new(uctx: Option<UserCtx>, cqe: u32, max_cqe: u32) -> Result<CqState> {
+        let slots = depth_ok(cqe, max_cqe)?;
+        let ring = Ring::new(uctx, slots, abi::CQE_BYTES)?;
+        Ok(CqState {
+            ring,
+            user: uctx.is_some(),
+            prod: 0,
+            cons: 0,
+            error: false,
+            kernel_arm: 0,
+            user_arm_done: 0,
+            moderation: (0, 0),
+        })
+    }
+
+    /// Completions the CQ holds (`ib_cq.cqe`).
+    pub(crate) fn depth(&self) -> u32 {
+        self.ring.slots() - 1
+    }
+
+    pub(crate) fn info(&self) -> abi::QueueInfo {
+        self.ring.info()
+    }
+
+    fn consumer(&self) -> u32 {
+        if self.user {
+            self.ring.consumer()
+        } else {
+            self.cons
+        }
+    }
+
+    fn outstanding(&self) -> u32 {
+        self.prod.wrapping_sub(self.consumer())
+    }
+}
+
+/// What `Cq::push` asks its caller to do once the lock is dropped.
+enum Pushed {
+    Quiet,
+    Notify,
+    Overflow,
+    Dropped,
+}
+
+impl Cq {
+    /// Add a completion; raise the completion event if the CQ is armed for
+    /// it, or the CQ error event if it overflowed (the completion is lost).
+    pub(crate) fn complete(&self, cqe: &Cqe, solicited: bool) -> Result {
+        let pushed = {
+            let mut s = self.inner.lock();
+            s.push(cqe, solicited)
+        };
+        match pushed {
+            Pushed::Quiet => Ok(()),
+            Pushed::Notify => {
+                events::cq_notify(&self.ib);
+                Ok(())
+            }
+            Pushed::Overflow => {
+                pr_warn!("CQ overflow: completion lost, CQ in error\n");
+                events::cq_event(&self.ib, Event::CqErr);
+                Err(ENOSPC)
+            }
+            Pushed::Dropped => Err(ENOSPC),
+        }
+    }
+}
+
+impl CqState {
+    fn push(&mut self, cqe: &Cqe, solicited: bool) -> Pushed {
+        if self.error {
+            return Pushed::Dropped;
+        }
+        if self.outstanding() >= self.ring.slots() - 1 {
+            self.error = true;
+            self.ring.set_kernel_flags(abi::QUEUE_OVERFLOWED);
+            return Pushed::Overflow;
+        }
+        if self.ring.write(self.prod, 0, cqe).is_none() {
+            return Pushed::Dropped;
+        }
+        self.prod = self.prod.wrapping_add(1);
+        self.ring.set_producer(self.prod);
+        if self.armed_for(solicited) {
+            Pushed::Notify
+        } else {
+            Pushed::Quiet
+        }
+    }
+
+    /// Consume the arm if this completion satisfies it.
+    fn armed_for(&mut self, solicited: bool) -> bool {
+        if self.user {
+            let seq = self.ring.arm_seq();
+            if seq == self.user_arm_done {
+                return false;
+            }
+            let only_solicited = self.ring.arm_flags() & abi::ARM_SOLICITED != 0;
+            if only_solicited && !solicited {
+                return false;
+            }
+            self.user_arm_done = seq;
+            true
+        } else {
+            let fire = self.kernel_arm & NOTIFY_NEXT_COMP != 0
+                || (self.kernel_arm & NOTIFY_SOLICITED != 0 && solicited);
+            if fire {
+                self.kernel_arm = 0;
+            }
+            fire
+        }
+    }
+
+    /// ib_req_notify_cq for kernel consumers.  Returns 1 when
+    /// REPORT_MISSED_EVENTS was asked and completions are already waiting.
+    pub(crate) fn arm(&mut self, flags: u32) -> i32 {
+        let kind = flags & (NOTIFY_SOLICITED | NOTIFY_NEXT_COMP);
+        // NEXT_COMP covers SOLICITED: keep the wider arm.
+        if kind == NOTIFY_NEXT_COMP || self.kernel_arm & NOTIFY_NEXT_COMP == 0 {
+            self.kernel_arm = kind;
+        }
+        if flags & NOTIFY_REPORT_MISSED != 0 && self.outstanding() != 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Take the next completion (kernel CQs).
+    pub(crate) fn pop(&mut self) -> Option<Cqe> {
+        if self.user || self.cons == self.prod {
+            return None;
+        }
+        let cqe = self.ring.read::<Cqe>(self.cons, 0)?;
+        self.cons = self.cons.wrapping_add(1);
+        self.ring.set_consumer(self.cons);
+        Some(cqe)
+    }
+
+    /// ci_peek_cq: how many completions (up to `n`) are waiting.
+    pub(crate) fn peek(&self, n: u32) -> u32 {
+        core::cmp::min(self.outstanding(), n)
+    }
+
+    pub(crate) fn set_moderation(&mut self, count: u16, period: u16) {
+        self.moderation = (count, period);
+    }
+
+    /// Swap in `bigger` (a ring for the new depth), copying the waiting
+    /// completions; returns the old ring, to be dropped outside the lock.
+    /// EINVAL when the waiting completions do not fit.
+    pub(crate) fn resize(&mut self, mut next: CqState) -> Result<CqState> {
+        let waiting = self.outstanding();
+        if waiting > next.ring.slots() - 1 || waiting > self.ring.slots() {
+            return Err(EINVAL);
+        }
+        let mut i = 0;
+        while i < waiting {
+            let idx = self.consumer().wrapping_add(i);
+            let cqe = self.ring.read::<Cqe>(idx, 0).ok_or(EINVAL)?;
+            next.ring.write(i, 0, &cqe).ok_or(EINVAL)?;
+            i += 1;
+        }
+        next.prod = waiting;
+        next.cons = 0;
+        next.ring.set_producer(waiting);
+        next.ring.set_consumer(0);
+        next.kernel_arm = self.kernel_arm;
+        next.user_arm_done = next.ring.arm_seq();
+        next.moderation = self.moderation;
+        Ok(core::mem::replace(self, next))
+    }
+}
+
+/// Initialiser for `Cq::inner`.
+pub(crate) fn new_inner(state: CqState) -> impl PinInit<SpinLockIrq<CqState>> {
+    new_spinlock_irq!(state, "softrnic_cq")
+}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Memory regions and memory windows.  Keys: the upper 24 bits index the
+//! device's MR table (or, from MW_INDEX_BASE up, its MW table) for O(1)
+//! lookups; the low 8 bits are random, so keys cannot be guessed.
+
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
+
+use crate::glue::bindings as b;
+use crate::glue::table::{Keyed, Ref};
+use crate::glue::umem::Umem;
+
+/// The access flags a memory region or window may carry (ib_access_flags);
+/// anything else is EOPNOTSUPP (e.g. ON_DEMAND: softrnic pins).
+pub(crate) const MR_ACCESS_SUPPORTED: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32
+    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32
+    | b::ib_access_flags_IB_ACCESS_REMOTE_READ as u32
+    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32
+    | b::ib_access_flags_IB_ACCESS_MW_BIND as u32
+    | b::ib_access_flags_IB_ZERO_BASED as u32
+    | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING as u32;
+
+/// Check MR access flags: unknown bits → EOPNOTSUPP; remote write or remote
+/// atomic without local write → EINVAL (IBTA 10.6.3.1 C10-88).
+pub(crate) fn check_access(access: u32) -> Result {
+    if access & !MR_ACCESS_SUPPORTED != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let needs_local_write =
+        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32 | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32;
+    if access & needs_local_write != 0 && access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32 == 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Make a key from a table index and a random byte.
+pub(crate) fn make_key(index: u32) -> u32 {
+    (index << 8) | u32::from(super::key_byte())
+}
+
+pub(crate) enum MrKind {
+    /// All of kernel memory (get_dma_mr): addresses are kernel virtual
+    /// addresses (ib_core's virtual DMA).
+    Dma,
+    /// Pinned user memory.
+    User(Umem),
+    /// A fast-registration MR: a page list filled by map_mr_sg, made valid
+    /// by a REG_MR work request.
+    FastReg { pages: KVec<u64>, max_pages: u32 },
+}
+
+pub(crate) struct MrState {
+    pub(crate) kind: MrKind,
+    pub(crate) access: u32,
+    pub(crate) iova: u64,
+    pub(crate) length: u64,
+}
+
+#[repr(C)]
+pub(crate) struct Mr {
+    pub(crate) ib: b::ib_mr,
+    pub(crate) r: Ref,
+    pub(crate) index: u32,
+    pub(crate) inner: SpinLockIrq<MrState>,
+}
+
+// SAFETY: REF_OFFSET is the offset of the Ref field, initialised before the
+// MR enters the table and drained before it is freed.
+unsafe impl Keyed for Mr {
+    const REF_OFFSET: usize = core::mem::offset_of!(Mr, r);
+}
+// SAFETY: mutable state sits behind the spinlock; the ib_mr fields are
+// written only by ib_core or at creation and rereg (serialised by ib_core).
+unsafe impl Sync for Mr {}
+// SAFETY: as above.
+unsafe impl Send for Mr {}
+
+impl MrState {
+    /// Append a page (map_mr_sg callback); ENOMEM past the MR's capacity.
+    pub(crate) fn push_page(&mut self, addr: u64) -> Result {
+        match &mut self.kind {
+            MrKind::FastReg { pages, max_pages } => {
+                if pages.len() >= *max_pages as usize {
+                    return Err(ENOMEM);
+                }
+                pages.push(addr, GFP_ATOMIC)?;
+                Ok(())
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    pub(crate) fn clear_pages(&mut self) {
+        if let MrKind::FastReg { pages, .. } = &mut self.kind {
+            pages.clear();
+        }
+    }
+}
+
+/// Initialiser for `Mr::inner`.
+pub(crate) fn new_mr_inner(state: MrState) -> impl PinInit<SpinLockIrq<MrState>> {
+    new_spinlock_irq!(state, "softrnic_mr")
+}
+
+/// A memory window's binding.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct MwBinding {
+    pub(crate) mr_index: u32,
+    pub(crate) addr: u64,
+    pub(crate) length: u64,
+    pub(crate) access: u32,
+    /// Type 2 windows: the QP the window is bound to.
+    pub(crate) qpn: u32,
+}
+
+#[repr(C)]
+pub(crate) struct Mw {
+    pub(crate) ib: b::ib_mw,
+    pub(crate) r: Ref,
+    pub(crate) index: u32,
+    pub(crate) inner: SpinLockIrq<Option<MwBinding>>,
+}
+
+// SAFETY: as for Mr.
+unsafe impl Keyed for Mw {
+    const REF_OFFSET: usize = core::mem::offset_of!(Mw, r);
+}
+// SAFETY: as for Mr.
+unsafe impl Sync for Mw {}
+// SAFETY: as for Mr.
+unsafe impl Send for Mw {}
+
+/// Initialiser for `Mw::inner` (unbound).
+pub(crate) fn new_mw_inner() -> impl PinInit<SpinLockIrq<Option<MwBinding>>> {
+    new_spinlock_irq!(None, "softrnic_mw")
+}

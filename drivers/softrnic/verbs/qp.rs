@@ -1,0 +1,459 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Queue pairs: a send ring and a receive ring (or an SRQ), the IBTA state
+//! machine (rules in `core/qp_state.rs`), the attributes, and flushing: a QP
+//! entering ERR completes every outstanding work request with WR_FLUSH_ERR.
+
+use core::ptr::NonNull;
+
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
+
+use super::ah::Av;
+use super::cq::Cq;
+use super::srq::Srq;
+use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
+use crate::glue::bindings as b;
+use crate::glue::events::{self, Event};
+use crate::glue::ring::{Ring, UserCtx};
+use crate::glue::table::{Keyed, Ref};
+use crate::qp_state::{attr, QpState, QpType};
+
+/// The capacities of a QP, as granted (reported back to the creator).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct Caps {
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_recv_sge: u32,
+    pub(crate) max_inline: u32,
+}
+
+/// The modifiable attributes (ib_qp_attr), kept for query_qp and the engine.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct QpAttrs {
+    pub(crate) qkey: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) access: u32,
+    pub(crate) path_mtu: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) sq_psn: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) dest_qpn: u32,
+    pub(crate) sqd_notify: bool,
+    pub(crate) path_mig_state: u32,
+    pub(crate) av: Option<Av>,
+}
+
+#[repr(C)]
+pub(crate) struct Qp {
+    pub(crate) ib: b::ib_qp,
+    pub(crate) r: Ref,
+    pub(crate) ty: QpType,
+    pub(crate) user: bool,
+    pub(crate) iwarp: bool,
+    pub(crate) sig_all: bool,
+    pub(crate) caps: Caps,
+    send_cq: NonNull<Cq>,
+    recv_cq: NonNull<Cq>,
+    srq: Option<NonNull<Srq>>,
+    pub(crate) inner: SpinLockIrq<QpInner>,
+}
+
+// SAFETY: REF_OFFSET is the offset of the Ref field, initialised in create
+// before the QP enters the QP table and drained in destroy after it leaves.
+unsafe impl Keyed for Qp {
+    const REF_OFFSET: usize = core::mem::offset_of!(Qp, r);
+}
+
+// SAFETY: the CQ and SRQ pointers are only read; every mutable part sits
+// behind the spinlock or is an ib_core field ib_core itself synchronises.
+unsafe impl Sync for Qp {}
+// SAFETY: as above.
+unsafe impl Send for Qp {}
+
+pub(crate) struct QpInner {
+    pub(crate) state: QpState,
+    pub(crate) attrs: QpAttrs,
+    sq: Ring,
+    rq: Option<Ring>,
+    /// Kernel-private counters: producers of kernel QPs (user QPs produce in
+    /// the ring header) and the consumers of both.
+    sq_prod: u32,
+    rq_prod: u32,
+    sq_cons: u32,
+    rq_cons: u32,
+}
+
+/// The rings and caps `create` makes, before the QP object exists.
+pub(crate) struct QpQueues {
+    pub(crate) inner: QpInner,
+    pub(crate) caps: Caps,
+}
+
+impl QpQueues {
+    /// Check the requested capacities against the device limits and make
+    /// the rings (EINVAL for anything over a limit).
+    pub(crate) fn new(
+        uctx: Option<UserCtx>,
+        want: Caps,
+        has_srq: bool,
+        l: &crate::limits::DeviceLimits,
+    ) -> Result<QpQueues> {
+        if want.max_send_wr > l.max_qp_wr
+            || want.max_send_sge > l.max_send_sge
+            || want.max_inline > l.max_inline_data
+            || (!has_srq && (want.max_recv_wr > l.max_qp_wr || want.max_recv_sge > l.max_recv_sge))
+        {
+            return Err(EINVAL);
+        }
+        let sq_slots = abi::slots_for(want.max_send_wr).ok_or(EINVAL)?;
+        let send_sge = core::cmp::max(want.max_send_sge, 1);
+        let sq_slot = abi::send_slot_bytes(send_sge, want.max_inline);
+        let sq = Ring::new(uctx, sq_slots, sq_slot)?;
+        sq.set_kernel_flags(abi::QUEUE_ENGINE_IDLE);
+        let mut caps = Caps {
+            max_send_wr: sq_slots - 1,
+            max_send_sge: send_sge,
+            // Inline data may use the whole slot after the header.
+            max_inline: core::cmp::min(
+                sq_slot - size_of::<SendWqe>() as u32,
+                l.max_inline_data,
+            ),
+            ..Caps::default()
+        };
+        let rq = if has_srq {
+            None
+        } else {
+            let slots = abi::slots_for(want.max_recv_wr).ok_or(EINVAL)?;
+            let sge = core::cmp::max(want.max_recv_sge, 1);
+            caps.max_recv_wr = slots - 1;
+            caps.max_recv_sge = sge;
+            Some(Ring::new(uctx, slots, abi::recv_slot_bytes(sge))?)
+        };
+        Ok(QpQueues {
+            inner: QpInner {
+                state: QpState::Reset,
+                attrs: QpAttrs::default(),
+                sq,
+                rq,
+                sq_prod: 0,
+                rq_prod: 0,
+                sq_cons: 0,
+                rq_cons: 0,
+            },
+            caps,
+        })
+    }
+}
+
+impl QpInner {
+    pub(crate) fn sq_info(&self) -> abi::QueueInfo {
+        self.sq.info()
+    }
+
+    pub(crate) fn rq_info(&self) -> abi::QueueInfo {
+        self.rq.as_ref().map(Ring::info).unwrap_or_default()
+    }
+}
+
+/// Initialiser for `Qp::inner`.
+pub(crate) fn new_inner(inner: QpInner) -> impl PinInit<SpinLockIrq<QpInner>> {
+    new_spinlock_irq!(inner, "softrnic_qp")
+}
+
+/// Things to do after the QP lock is dropped.
+#[derive(Default)]
+pub(crate) struct After {
+    sq_drained: bool,
+    last_wqe: bool,
+}
+
+/// The completion opcode that answers a send opcode.
+fn wc_opcode(wr_opcode: u32) -> u8 {
+    match wr_opcode {
+        abi::WR_RDMA_WRITE | abi::WR_RDMA_WRITE_WITH_IMM => abi::WC_RDMA_WRITE,
+        abi::WR_RDMA_READ => abi::WC_RDMA_READ,
+        abi::WR_ATOMIC_CMP_AND_SWP => abi::WC_COMP_SWAP,
+        abi::WR_ATOMIC_FETCH_AND_ADD => abi::WC_FETCH_ADD,
+        abi::WR_LOCAL_INV => abi::WC_LOCAL_INV,
+        abi::WR_BIND_MW => abi::WC_BIND_MW,
+        abi::WR_REG_MR => abi::WC_REG_MR,
+        _ => abi::WC_SEND,
+    }
+}
+
+impl Qp {
+    /// # Safety
+    /// `send_cq`, `recv_cq` and `srq` outlive the QP (ib_core holds a use
+    /// count on each for the QP's lifetime).
+    pub(crate) unsafe fn bind_queues(
+        &mut self,
+        send_cq: NonNull<Cq>,
+        recv_cq: NonNull<Cq>,
+        srq: Option<NonNull<Srq>>,
+    ) {
+        self.send_cq = send_cq;
+        self.recv_cq = recv_cq;
+        self.srq = srq;
+    }
+
+    fn send_cq(&self) -> &Cq {
+        // SAFETY: ib_core keeps the CQ alive while the QP exists (bind_queues).
+        unsafe { self.send_cq.as_ref() }
+    }
+
+    fn recv_cq(&self) -> &Cq {
+        // SAFETY: as in `send_cq`.
+        unsafe { self.recv_cq.as_ref() }
+    }
+
+    pub(crate) fn srq(&self) -> Option<&Srq> {
+        // SAFETY: as in `send_cq`.
+        self.srq.map(|p| unsafe { &*p.as_ptr() })
+    }
+
+    pub(crate) fn qpn(&self) -> u32 {
+        self.ib.qp_num
+    }
+
+    fn flush_cqe(&self, wr_id: u64, opcode: u8) -> Cqe {
+        Cqe {
+            wr_id,
+            status: abi::WC_WR_FLUSH_ERR,
+            opcode,
+            qp_num: self.qpn(),
+            port_num: 1,
+            kernel_qp: if self.user { 0 } else { &self.ib as *const _ as u64 },
+            ..Cqe::default()
+        }
+    }
+
+    /// Complete every outstanding WQE of both queues with WR_FLUSH_ERR.
+    fn flush(&self, s: &mut QpInner) {
+        let sq_prod = if self.user { s.sq.producer() } else { s.sq_prod };
+        let n = core::cmp::min(sq_prod.wrapping_sub(s.sq_cons), s.sq.slots());
+        for _ in 0..n {
+            let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else { break };
+            if self.send_cq().complete(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false).is_err() {
+                break;
+            }
+            s.sq_cons = s.sq_cons.wrapping_add(1);
+        }
+        s.sq_cons = sq_prod;
+        s.sq.set_consumer(s.sq_cons);
+        if let Some(rq) = &s.rq {
+            let rq_prod = if self.user { rq.producer() } else { s.rq_prod };
+            let n = core::cmp::min(rq_prod.wrapping_sub(s.rq_cons), rq.slots());
+            for _ in 0..n {
+                let Some(w) = rq.read::<RecvWqe>(s.rq_cons, 0) else { break };
+                if self.recv_cq().complete(&self.flush_cqe(w.wr_id, abi::WC_RECV), false).is_err() {
+                    break;
+                }
+                s.rq_cons = s.rq_cons.wrapping_add(1);
+            }
+            s.rq_cons = rq_prod;
+            rq.set_consumer(s.rq_cons);
+        }
+    }
+
+    /// Discard every outstanding WQE (→ RESET).
+    fn reset_queues(&self, s: &mut QpInner) {
+        s.sq_cons = if self.user { s.sq.producer() } else { s.sq_prod };
+        s.sq.set_consumer(s.sq_cons);
+        if let Some(rq) = &s.rq {
+            s.rq_cons = if self.user { rq.producer() } else { s.rq_prod };
+            rq.set_consumer(s.rq_cons);
+        }
+        s.attrs = QpAttrs::default();
+    }
+
+    /// Move to `next` (already validated), with the side effects the IBTA
+    /// asks for; events are raised by `after`.
+    pub(crate) fn enter(&self, s: &mut QpInner, next: QpState, after: &mut After) {
+        let cur = s.state;
+        s.state = next;
+        match next {
+            QpState::Err if cur != QpState::Err => {
+                self.flush(s);
+                after.last_wqe = self.srq.is_some();
+            }
+            QpState::Reset => self.reset_queues(s),
+            // The engine has nothing in flight yet when the SQ drains here.
+            QpState::Sqd if cur == QpState::Rts => after.sq_drained = s.attrs.sqd_notify,
+            _ => {}
+        }
+    }
+
+    pub(crate) fn after(&self, after: After) {
+        if after.sq_drained {
+            events::qp_event(&self.ib, Event::SqDrained);
+        }
+        if after.last_wqe {
+            events::qp_event(&self.ib, Event::LastWqeReached);
+        }
+    }
+
+    /// A doorbell or post on a QP in ERR: flush what was posted.
+    pub(crate) fn flush_if_error(&self) {
+        let mut s = self.inner.lock();
+        if s.state == QpState::Err {
+            self.flush(&mut s);
+        }
+    }
+
+    /// Queue one send WQE of a kernel consumer (`sges` or `inline` data).
+    pub(crate) fn post_send(&self, s: &mut QpInner, wqe: &SendWqe, sges: &[Sge], inline: &[u8]) -> Result {
+        match s.state {
+            QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
+            _ => {}
+        }
+        if sges.len() > self.caps.max_send_sge as usize || inline.len() > self.caps.max_inline as usize {
+            return Err(EINVAL);
+        }
+        if s.sq_prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
+            return Err(ENOMEM);
+        }
+        let hdr = size_of::<SendWqe>();
+        s.sq.write(s.sq_prod, 0, wqe).ok_or(EINVAL)?;
+        for (i, sge) in sges.iter().enumerate() {
+            s.sq.write(s.sq_prod, hdr + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+        }
+        if !inline.is_empty() {
+            s.sq.write_bytes(s.sq_prod, hdr, inline).ok_or(EINVAL)?;
+        }
+        s.sq_prod = s.sq_prod.wrapping_add(1);
+        s.sq.set_producer(s.sq_prod);
+        Ok(())
+    }
+
+    /// Queue one receive WQE of a kernel consumer.
+    pub(crate) fn post_recv(&self, s: &mut QpInner, wr_id: u64, sges: &[Sge]) -> Result {
+        if s.state == QpState::Reset || self.srq.is_some() {
+            return Err(EINVAL);
+        }
+        let Some(rq) = &s.rq else { return Err(EINVAL) };
+        if sges.len() > self.caps.max_recv_sge as usize {
+            return Err(EINVAL);
+        }
+        if s.rq_prod.wrapping_sub(s.rq_cons) >= self.caps.max_recv_wr {
+            return Err(ENOMEM);
+        }
+        let w = RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 };
+        rq.write(s.rq_prod, 0, &w).ok_or(EINVAL)?;
+        for (i, sge) in sges.iter().enumerate() {
+            rq.write(s.rq_prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+        }
+        s.rq_prod = s.rq_prod.wrapping_add(1);
+        rq.set_producer(s.rq_prod);
+        Ok(())
+    }
+}
+
+/// Check and apply the attribute values of a modify (the mask was already
+/// checked against the state machine).  EINVAL for an out-of-range value.
+pub(crate) fn apply_attrs(
+    a: &mut QpAttrs,
+    raw: &b::ib_qp_attr,
+    mask: u32,
+    av: Option<Av>,
+    l: &crate::limits::DeviceLimits,
+) -> Result {
+    let mut n = *a;
+    if mask & attr::PORT != 0 && raw.port_num != 1 {
+        return Err(EINVAL);
+    }
+    if mask & attr::PKEY_INDEX != 0 {
+        if raw.pkey_index != 0 {
+            return Err(EINVAL);
+        }
+        n.pkey_index = raw.pkey_index;
+    }
+    if mask & attr::QKEY != 0 {
+        n.qkey = raw.qkey;
+    }
+    if mask & attr::ACCESS_FLAGS != 0 {
+        let allowed = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+            | b::ib_access_flags_IB_ACCESS_REMOTE_READ
+            | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+            | b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+            | b::ib_access_flags_IB_ACCESS_MW_BIND;
+        if raw.qp_access_flags as u32 & !(allowed as u32) != 0 {
+            return Err(EINVAL);
+        }
+        n.access = raw.qp_access_flags as u32;
+    }
+    if mask & attr::PATH_MTU != 0 {
+        if !(crate::limits::IB_MTU_256..=crate::limits::IB_MTU_4096).contains(&raw.path_mtu) {
+            return Err(EINVAL);
+        }
+        n.path_mtu = raw.path_mtu;
+    }
+    if mask & attr::TIMEOUT != 0 {
+        if raw.timeout > 31 {
+            return Err(EINVAL);
+        }
+        n.timeout = raw.timeout;
+    }
+    if mask & attr::RETRY_CNT != 0 {
+        if raw.retry_cnt > 7 {
+            return Err(EINVAL);
+        }
+        n.retry_cnt = raw.retry_cnt;
+    }
+    if mask & attr::RNR_RETRY != 0 {
+        if raw.rnr_retry > 7 {
+            return Err(EINVAL);
+        }
+        n.rnr_retry = raw.rnr_retry;
+    }
+    if mask & attr::MIN_RNR_TIMER != 0 {
+        if raw.min_rnr_timer > 31 {
+            return Err(EINVAL);
+        }
+        n.min_rnr_timer = raw.min_rnr_timer;
+    }
+    if mask & attr::SQ_PSN != 0 {
+        n.sq_psn = raw.sq_psn & 0xff_ffff;
+    }
+    if mask & attr::RQ_PSN != 0 {
+        n.rq_psn = raw.rq_psn & 0xff_ffff;
+    }
+    if mask & attr::MAX_QP_RD_ATOMIC != 0 {
+        if u32::from(raw.max_rd_atomic) > l.max_qp_init_rd_atom {
+            return Err(EINVAL);
+        }
+        n.max_rd_atomic = raw.max_rd_atomic;
+    }
+    if mask & attr::MAX_DEST_RD_ATOMIC != 0 {
+        if u32::from(raw.max_dest_rd_atomic) > l.max_qp_rd_atom {
+            return Err(EINVAL);
+        }
+        n.max_dest_rd_atomic = raw.max_dest_rd_atomic;
+    }
+    if mask & attr::DEST_QPN != 0 {
+        if raw.dest_qp_num > super::MAX_QPN {
+            return Err(EINVAL);
+        }
+        n.dest_qpn = raw.dest_qp_num;
+    }
+    if mask & attr::EN_SQD_ASYNC_NOTIFY != 0 {
+        n.sqd_notify = raw.en_sqd_async_notify != 0;
+    }
+    if mask & attr::PATH_MIG_STATE != 0 {
+        n.path_mig_state = raw.path_mig_state;
+    }
+    if mask & attr::AV != 0 {
+        n.av = Some(av.ok_or(EINVAL)?);
+    }
+    if mask & (attr::ALT_PATH | attr::CAP) != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    *a = n;
+    Ok(())
+}

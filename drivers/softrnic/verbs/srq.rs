@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Shared receive queues: one receive ring shared by many QPs, with a limit
+//! that raises SRQ_LIMIT_REACHED once when the queue drains below it.
+
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
+
+use crate::abi::{self, RecvWqe, Sge};
+use crate::glue::bindings as b;
+use crate::glue::ring::{Ring, UserCtx};
+
+#[repr(C)]
+pub(crate) struct Srq {
+    pub(crate) ib: b::ib_srq,
+    pub(crate) inner: SpinLockIrq<SrqState>,
+}
+
+pub(crate) struct SrqState {
+    ring: Ring,
+    user: bool,
+    pub(crate) max_sge: u32,
+    /// Armed limit (0: not armed).
+    pub(crate) limit: u32,
+    prod: u32,
+    cons: u32,
+}
+
+impl SrqState {
+    /// An SRQ of `max_wr` WQEs of `max_sge` Sges (EINVAL: zero or over the
+    /// device limits).
+    pub(crate) fn new(uctx: Option<UserCtx>, max_wr: u32, max_sge: u32, l: &crate::limits::DeviceLimits) -> Result<SrqState> {
+        if max_wr == 0 || max_wr > l.max_srq_wr || max_sge == 0 || max_sge > l.max_srq_sge {
+            return Err(EINVAL);
+        }
+        let slots = abi::slots_for(max_wr).ok_or(EINVAL)?;
+        let ring = Ring::new(uctx, slots, abi::recv_slot_bytes(max_sge))?;
+        Ok(SrqState { ring, user: uctx.is_some(), max_sge, limit: 0, prod: 0, cons: 0 })
+    }
+
+    pub(crate) fn max_wr(&self) -> u32 {
+        self.ring.slots() - 1
+    }
+
+    pub(crate) fn info(&self) -> abi::QueueInfo {
+        self.ring.info()
+    }
+
+    fn producer(&self) -> u32 {
+        if self.user {
+            self.ring.producer()
+        } else {
+            self.prod
+        }
+    }
+
+    fn outstanding(&self) -> u32 {
+        core::cmp::min(self.producer().wrapping_sub(self.cons), self.ring.slots())
+    }
+
+    /// Arm the limit (EINVAL if above the queue's depth).
+    pub(crate) fn set_limit(&mut self, limit: u32) -> Result {
+        if limit > self.max_wr() {
+            return Err(EINVAL);
+        }
+        self.limit = limit;
+        Ok(())
+    }
+
+    /// Swap in a ring for a new depth, carrying the waiting WQEs over
+    /// (EINVAL when they do not fit); returns the old state to drop outside
+    /// the lock.
+    pub(crate) fn resize(&mut self, mut next: SrqState) -> Result<SrqState> {
+        let waiting = self.outstanding();
+        if waiting > next.max_wr() || next.max_sge < self.max_sge {
+            return Err(EINVAL);
+        }
+        let bytes = core::cmp::min(self.ring.slot_bytes(), next.ring.slot_bytes()) as usize;
+        let mut buf = KVec::from_elem(0u8, bytes, GFP_ATOMIC)?;
+        for i in 0..waiting {
+            self.ring.read_bytes(self.cons.wrapping_add(i), 0, &mut buf).ok_or(EINVAL)?;
+            next.ring.write_bytes(i, 0, &buf).ok_or(EINVAL)?;
+        }
+        next.prod = waiting;
+        next.ring.set_producer(waiting);
+        next.ring.set_consumer(0);
+        next.limit = self.limit;
+        Ok(core::mem::replace(self, next))
+    }
+
+    /// Queue one receive WQE of a kernel consumer.
+    pub(crate) fn post(&mut self, wr_id: u64, sges: &[Sge]) -> Result {
+        if self.user || sges.len() > self.max_sge as usize {
+            return Err(EINVAL);
+        }
+        if self.prod.wrapping_sub(self.cons) >= self.max_wr() {
+            return Err(ENOMEM);
+        }
+        let w = RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 };
+        self.ring.write(self.prod, 0, &w).ok_or(EINVAL)?;
+        for (i, sge) in sges.iter().enumerate() {
+            self.ring.write(self.prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+        }
+        self.prod = self.prod.wrapping_add(1);
+        self.ring.set_producer(self.prod);
+        Ok(())
+    }
+}
+
+/// Initialiser for `Srq::inner`.
+pub(crate) fn new_inner(state: SrqState) -> impl PinInit<SpinLockIrq<SrqState>> {
+    new_spinlock_irq!(state, "softrnic_srq")
+}

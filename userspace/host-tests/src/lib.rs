@@ -10,6 +10,8 @@ pub(crate) mod limits;
 pub(crate) mod qp_state;
 
 #[cfg(test)]
+mod abi_tests;
+#[cfg(test)]
 mod qp_state_tests;
 #[cfg(test)]
 mod tests;

@@ -26,6 +26,9 @@ fn main() {
         .allowlist_type("(verbs_|ibv_|ib_uverbs_).*")
         .allowlist_var("(VERBS_|IBV_|IB_UVERBS_|RDMA_DRIVER_).*")
         .allowlist_item("rdma_driver_id")
+        // Enum constants under their C names (IBV_QPT_RC, not
+        // ibv_qp_type_IBV_QPT_RC).
+        .prepend_enum_name(false)
         .derive_default(true)
         .layout_tests(true)
         .generate()

@@ -134,6 +134,9 @@ impl CqState {
         }
         self.prod = self.prod.wrapping_add(1);
         self.ring.set_producer(self.prod);
+        // Pairs with the provider's fence after arming: either we see its
+        // arm, or it sees this CQE when it polls again after arming.
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         if self.armed_for(solicited) {
             Pushed::Notify
         } else {

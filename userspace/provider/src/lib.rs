@@ -2,12 +2,25 @@
 //! uVP of RNICPI's NP-RNICPI).  libibverbs loads it through
 //! /etc/libibverbs.d/softrnic.driver; it claims only devices that carry the
 //! `softrnic_transport` sysfs attribute, opens contexts with the shared ABI
-//! (`softrnic-abi`) and answers query_device and query_port through ib_uverbs.
-//! The data path comes with the verbs objects.
+//! (`softrnic-abi`) and implements the verbs: objects through ib_uverbs with
+//! softrnic's driver udata, the data path on the rings the kernel maps
+//! (ring.rs) with no syscall but an occasional doorbell.
+//!
+//! This file: registration, the context and the ops table.  One file per
+//! object kind: pd, mr (and memory windows), cq, qp, srq, ah; recv.rs for
+//! receive rings (QP and SRQ).
 
 #![allow(clippy::missing_safety_doc)]
 
+mod ah;
+mod cq;
 mod ffi;
+mod mr;
+mod pd;
+mod qp;
+mod recv;
+mod ring;
+mod srq;
 
 use core::ffi::{c_int, c_void};
 use core::mem::{offset_of, size_of, zeroed};
@@ -116,7 +129,7 @@ unsafe extern "C" fn alloc_context(
             cmd_fd,
             size_of::<Context>(),
             offset_of!(Context, ibv_ctx) as *mut verbs_context,
-            rdma_driver_id_RDMA_DRIVER_UNKNOWN,
+            RDMA_DRIVER_UNKNOWN,
         )
     };
     let ctx = raw.cast::<Context>();
@@ -161,6 +174,47 @@ unsafe extern "C" fn alloc_context(
 fn set_errno(e: c_int) {
     // SAFETY: errno is thread-local and always writable.
     unsafe { *libc::__errno_location() = e };
+}
+
+fn errno() -> c_int {
+    // SAFETY: errno is thread-local and always readable.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets errno and returns NULL: how the object-creating ops fail.
+fn fail<T>(e: c_int) -> *mut T {
+    set_errno(e);
+    null_mut()
+}
+
+/// A zeroed allocation for a provider object (libibverbs's structs expect
+/// zeroed memory before the command helpers fill them), None when out of
+/// memory.  Provider objects are plain C-layout data; fields with Rust
+/// state are initialised in place before use.
+fn alloc_obj<T>() -> Option<*mut T> {
+    const { assert!(core::mem::align_of::<T>() <= 16) };
+    // SAFETY: calloc has no preconditions; malloc alignment (16) covers
+    // every provider object.
+    let p = unsafe { libc::calloc(1, size_of::<T>()) }.cast::<T>();
+    (!p.is_null()).then_some(p)
+}
+
+/// Frees an object from `alloc_obj` (its Rust fields already dropped).
+///
+/// # Safety
+/// `p` came from `alloc_obj` and is no longer used.
+unsafe fn free_obj<T>(p: *mut T) {
+    // SAFETY: per the caller's promise.
+    unsafe { libc::free(p.cast()) }
+}
+
+/// The uverbs command file of a context: rings are mmapped from it.
+///
+/// # Safety
+/// `ctx` is a live context.
+unsafe fn cmd_fd(ctx: *mut ibv_context) -> c_int {
+    // SAFETY: per the caller's promise.
+    unsafe { (*ctx).cmd_fd }
 }
 
 /// # Safety
@@ -219,6 +273,38 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared(verbs_context_ops {
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
+    alloc_pd: Some(pd::alloc_pd),
+    dealloc_pd: Some(pd::dealloc_pd),
+    reg_mr: Some(mr::reg_mr),
+    rereg_mr: Some(mr::rereg_mr),
+    dereg_mr: Some(mr::dereg_mr),
+    alloc_mw: Some(mr::alloc_mw),
+    dealloc_mw: Some(mr::dealloc_mw),
+    bind_mw: Some(mr::bind_mw),
+    create_cq: Some(cq::create_cq),
+    create_cq_ex: Some(cq::create_cq_ex),
+    destroy_cq: Some(cq::destroy_cq),
+    resize_cq: Some(cq::resize_cq),
+    poll_cq: Some(cq::poll_cq),
+    req_notify_cq: Some(cq::req_notify_cq),
+    cq_event: Some(cq::cq_event),
+    create_qp: Some(qp::create_qp),
+    create_qp_ex: Some(qp::create_qp_ex),
+    query_qp: Some(qp::query_qp),
+    modify_qp: Some(qp::modify_qp),
+    destroy_qp: Some(qp::destroy_qp),
+    post_send: Some(qp::post_send),
+    post_recv: Some(qp::post_recv),
+    create_srq: Some(srq::create_srq),
+    modify_srq: Some(srq::modify_srq),
+    query_srq: Some(srq::query_srq),
+    destroy_srq: Some(srq::destroy_srq),
+    post_srq_recv: Some(srq::post_srq_recv),
+    create_ah: Some(ah::create_ah),
+    destroy_ah: Some(ah::destroy_ah),
+    // The kernel answers for multicast (EOPNOTSUPP when it has none).
+    attach_mcast: Some(ibv_cmd_attach_mcast),
+    detach_mcast: Some(ibv_cmd_detach_mcast),
     // SAFETY: every other op stays NULL: libibverbs then answers EOPNOTSUPP.
     ..unsafe { zeroed() }
 });

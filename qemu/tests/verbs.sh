@@ -1,0 +1,59 @@
+#!/bin/sh
+# Guest suite for the verbs objects (issue 3): pyverbs checks of limits, bad
+# arguments, the QP state machine, flushing and async events on a RoCE and an
+# iWARP device (verbs_checks.py), device-fatal on netdev removal, and the
+# leak check at module unload.  Prints "PASS name" / "FAIL name: why".
+. /src/qemu/tests/lib.sh
+
+CHECKS=/src/qemu/tests/verbs_checks.py
+
+setup() {
+    modprobe softrnic || return 1
+    ip link add vv0 type veth peer name vv1
+    ip link set vv0 up; ip link set vv1 up
+    ip addr add 10.0.0.1/24 dev vv0
+    rdma link add sr0 type softrnic_roce netdev vv0 || return 1
+    rdma link add si0 type softrnic_iwarp netdev vv1 || return 1
+    wait_for 'ibv_devinfo -d sr0 | grep -q PORT_ACTIVE'
+}
+
+test_device_fatal_on_netdev_removal() {
+    ip link add vf0 type veth peer name vf1 && ip link set vf0 up && ip link set vf1 up
+    rdma link add sf0 type softrnic_roce netdev vf0 || fail "link add"
+    timeout 20 ibv_asyncwatch -d sf0 > /tmp/watch.out 2>&1 &
+    w=$!
+    sleep 2
+    ip link del vf0
+    wait_for '! rdma link show sf0/1' || fail "device not removed"
+    wait $w
+    cat /tmp/watch.out
+    grep -q 'IBV_EVENT_DEVICE_FATAL\|device fatal' /tmp/watch.out || fail "no DEVICE_FATAL event"
+}
+
+test_no_object_leaks_at_unload() {
+    # Everything above created and destroyed objects; ib_core's own (MAD
+    # QP, CQ, PD, DMA MR) go with the devices.
+    rdma link del sr0; rdma link del si0
+    rmmod softrnic || fail "rmmod"
+    line=$(dmesg | grep 'softrnic: .*live objects at unload' | tail -n 1)
+    echo "$line"
+    echo "$line" | grep -q 'LEAK' && fail "leak: $line"
+    echo "$line" | grep -q 'ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0' || fail "counts: $line"
+}
+
+if ! setup; then
+    echo "FAIL verbs_setup: could not create sr0/si0"
+    exit 1
+fi
+timeout 300 python3 $CHECKS sr0 si0
+if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
+    timeout 30 /tmp/verbs_bad sr0
+    timeout 30 /tmp/verbs_bad si0 | sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/'
+else
+    echo "FAIL verbs_bad_build: gcc failed"
+fi
+for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error; do
+    out=$(timeout 30 python3 $CHECKS sr0 si0 $ev 2>&1)
+    echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
+done
+run_tests test_device_fatal_on_netdev_removal test_no_object_leaks_at_unload

@@ -111,13 +111,10 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
     // lock hold: two `rdma link add` may run at once.
     let claimed = {
         let mut devices = DEVICES.lock();
-        if devices
-            .iter()
-            .any(|e| {
-                // Entries are alive under the lock (see `forget`).
-                e.netdev_id == netdev_id && e.dev.driver().transport == transport && !e.unregistering
-            })
-        {
+        if devices.iter().any(|e| {
+            // Entries are alive under the lock (see `forget`).
+            e.netdev_id == netdev_id && e.dev.driver().transport == transport && !e.unregistering
+        }) {
             Err(EEXIST)
         } else {
             let entry = Entry {

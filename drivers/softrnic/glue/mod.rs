@@ -91,6 +91,11 @@ impl IbDevice {
                 Transport::Iwarp => bindings::RDMA_NODE_RNIC as u8,
             };
             (*ib).phys_port_cnt = 1;
+            // User QPs post in mapped rings; an empty POST_SEND through the
+            // write() ABI is the doorbell, which ib_uverbs offers only to
+            // drivers that ask for it.
+            (*ib).uverbs_cmd_mask |=
+                1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
             (*ib).num_comp_vectors = 1;
             (*ib).node_guid = u64::from_ne_bytes(guid);
             write_node_desc(&mut (*ib).node_desc, transport, ndev);

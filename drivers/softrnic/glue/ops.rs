@@ -113,7 +113,11 @@ unsafe extern "C" fn query_device(
         // softrnic defines no vendor data for query_device.
         return EINVAL.to_errno();
     }
-    attrs::fill_device_attr(dev.driver().transport, u64::from_ne_bytes(node_guid(ib)), attr);
+    attrs::fill_device_attr(
+        dev.driver().transport,
+        u64::from_ne_bytes(node_guid(ib)),
+        attr,
+    );
     0
 }
 
@@ -221,7 +225,10 @@ unsafe extern "C" fn query_gid(
 /// # Safety
 /// Called only by ib_core, as an `ib_device_ops` member, with the pointers
 /// that member's contract promises (live device of ours, valid buffers).
-unsafe extern "C" fn alloc_ucontext(uctx: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> ffi::c_int {
+unsafe extern "C" fn alloc_ucontext(
+    uctx: *mut b::ib_ucontext,
+    udata: *mut b::ib_udata,
+) -> ffi::c_int {
     // SAFETY: ib_core passes a context of our size whose `device` is ours.
     let dev = unsafe { dev((*uctx).device) };
     // SAFETY: as above.
@@ -270,4 +277,3 @@ unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     unsafe { d.verbs().destroy() };
     device::forget(&d);
 }
-

@@ -74,7 +74,13 @@ impl Ring {
                 // SAFETY: plain allocation; NULL on failure.
                 let p = unsafe { b::softrnic_vzalloc(len) };
                 let base = NonNull::new(p.cast::<u8>()).ok_or(ENOMEM)?;
-                Ok(Ring { base, len, slots, slot_bytes, owner: Owner::Kernel })
+                Ok(Ring {
+                    base,
+                    len,
+                    slots,
+                    slot_bytes,
+                    owner: Owner::Kernel,
+                })
             }
             Some(ctx) => {
                 // SAFETY: plain allocation (zeroed, mappable); NULL on failure.
@@ -89,7 +95,13 @@ impl Ring {
                     unsafe { b::softrnic_vfree(p) };
                     return Err(ENOMEM);
                 };
-                Ok(Ring { base, len, slots, slot_bytes, owner: Owner::User(entry, key) })
+                Ok(Ring {
+                    base,
+                    len,
+                    slots,
+                    slot_bytes,
+                    owner: Owner::User(entry, key),
+                })
             }
         }
     }
@@ -108,7 +120,12 @@ impl Ring {
             Owner::User(_, key) => key,
             Owner::Kernel => 0,
         };
-        QueueInfo { mmap_key: key, mmap_len: self.len as u64, slots: self.slots, slot_bytes: self.slot_bytes }
+        QueueInfo {
+            mmap_key: key,
+            mmap_len: self.len as u64,
+            slots: self.slots,
+            slot_bytes: self.slot_bytes,
+        }
     }
 
     fn word(&self, offset: usize) -> &AtomicU32 {
@@ -118,35 +135,43 @@ impl Ring {
     }
 
     pub(crate) fn producer(&self) -> u32 {
-        self.word(core::mem::offset_of!(QueueHeader, producer)).load(Ordering::Acquire)
+        self.word(core::mem::offset_of!(QueueHeader, producer))
+            .load(Ordering::Acquire)
     }
 
     pub(crate) fn set_producer(&self, v: u32) {
-        self.word(core::mem::offset_of!(QueueHeader, producer)).store(v, Ordering::Release)
+        self.word(core::mem::offset_of!(QueueHeader, producer))
+            .store(v, Ordering::Release)
     }
 
     pub(crate) fn consumer(&self) -> u32 {
-        self.word(core::mem::offset_of!(QueueHeader, consumer)).load(Ordering::Acquire)
+        self.word(core::mem::offset_of!(QueueHeader, consumer))
+            .load(Ordering::Acquire)
     }
 
     pub(crate) fn set_consumer(&self, v: u32) {
-        self.word(core::mem::offset_of!(QueueHeader, consumer)).store(v, Ordering::Release)
+        self.word(core::mem::offset_of!(QueueHeader, consumer))
+            .store(v, Ordering::Release)
     }
 
     pub(crate) fn arm_seq(&self) -> u32 {
-        self.word(core::mem::offset_of!(QueueHeader, arm_seq)).load(Ordering::Acquire)
+        self.word(core::mem::offset_of!(QueueHeader, arm_seq))
+            .load(Ordering::Acquire)
     }
 
     pub(crate) fn arm_flags(&self) -> u32 {
-        self.word(core::mem::offset_of!(QueueHeader, arm_flags)).load(Ordering::Relaxed)
+        self.word(core::mem::offset_of!(QueueHeader, arm_flags))
+            .load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_kernel_flags(&self, bits: u32) {
-        self.word(core::mem::offset_of!(QueueHeader, kernel_flags)).fetch_or(bits, Ordering::Release);
+        self.word(core::mem::offset_of!(QueueHeader, kernel_flags))
+            .fetch_or(bits, Ordering::Release);
     }
 
     pub(crate) fn clear_kernel_flags(&self, bits: u32) {
-        self.word(core::mem::offset_of!(QueueHeader, kernel_flags)).fetch_and(!bits, Ordering::Release);
+        self.word(core::mem::offset_of!(QueueHeader, kernel_flags))
+            .fetch_and(!bits, Ordering::Release);
     }
 
     fn slot(&self, index: u32, offset: usize, size: usize) -> Option<*mut u8> {

@@ -85,7 +85,14 @@ impl<T: Keyed> core::ops::Deref for Found<T> {
 impl<T: Keyed> Drop for Found<T> {
     fn drop(&mut self) {
         // SAFETY: REF_OFFSET locates the object's initialised Ref (trait contract).
-        let r = unsafe { &*self.0.as_ptr().cast::<u8>().add(T::REF_OFFSET).cast::<Ref>() };
+        let r = unsafe {
+            &*self
+                .0
+                .as_ptr()
+                .cast::<u8>()
+                .add(T::REF_OFFSET)
+                .cast::<Ref>()
+        };
         r.put();
     }
 }
@@ -126,7 +133,15 @@ impl<T> Table<T> {
         let mut index = 0u32;
         // SAFETY: initialised xarray; `obj` outlives its entry (contract).
         check(unsafe {
-            b::softrnic_table_alloc(self.xa.get(), &mut index, obj as *mut _, min, max, self.next.get(), atomic)
+            b::softrnic_table_alloc(
+                self.xa.get(),
+                &mut index,
+                obj as *mut _,
+                min,
+                max,
+                self.next.get(),
+                atomic,
+            )
         })
         .map_err(|e| if e == EBUSY { ENOMEM } else { e })?;
         Ok(index)
@@ -157,7 +172,13 @@ impl<T> Table<T> {
         // SAFETY: initialised xarray; the shim copies size_of::<V>() bytes
         // from a live entry into `out`, or nothing.
         let found = unsafe {
-            b::softrnic_table_copy(self.xa.get(), index, out.as_mut_ptr().cast(), offset, size_of::<V>())
+            b::softrnic_table_copy(
+                self.xa.get(),
+                index,
+                out.as_mut_ptr().cast(),
+                offset,
+                size_of::<V>(),
+            )
         };
         // SAFETY: `found` means all bytes of `out` were written from a `V`.
         found.then(|| unsafe { out.assume_init() })
@@ -173,9 +194,19 @@ impl<T> Table<T> {
     pub(crate) unsafe fn write<V: Copy>(&self, index: u32, offset: usize, v: &V) -> Result {
         // SAFETY: initialised xarray; the shim copies into a live entry.
         let found = unsafe {
-            b::softrnic_table_write(self.xa.get(), index, (v as *const V).cast(), offset, size_of::<V>())
+            b::softrnic_table_write(
+                self.xa.get(),
+                index,
+                (v as *const V).cast(),
+                offset,
+                size_of::<V>(),
+            )
         };
-        if found { Ok(()) } else { Err(EINVAL) }
+        if found {
+            Ok(())
+        } else {
+            Err(EINVAL)
+        }
     }
 }
 

@@ -23,7 +23,9 @@ impl Umem {
         // SAFETY: `dev` is a live device of ours; the shim returns a umem or
         // NULL with the errno in `err`.
         let p = unsafe { b::softrnic_umem_get(dev, addr, len, access as i32, &mut err) };
-        NonNull::new(p).map(Umem).ok_or_else(|| Error::from_errno(if err < 0 { err } else { -14 }))
+        NonNull::new(p)
+            .map(Umem)
+            .ok_or_else(|| Error::from_errno(if err < 0 { err } else { -14 }))
     }
 
     pub(crate) fn num_pages(&self) -> usize {

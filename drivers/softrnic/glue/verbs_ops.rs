@@ -99,7 +99,10 @@ pub(super) fn uncharge_ucontext(ib: *mut b::ib_device) {
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn alloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn alloc_pd(
+    pd: *mut b::ib_pd,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     // SAFETY: ib_core passes a PD whose device is ours.
     let d = unsafe { dev((*pd).device) };
     errno(d.verbs().charge(Kind::Pd, d.limits()))
@@ -107,7 +110,10 @@ pub(super) unsafe extern "C" fn alloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_u
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn dealloc_pd(pd: *mut b::ib_pd, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn dealloc_pd(
+    pd: *mut b::ib_pd,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     // SAFETY: as in alloc_pd.
     unsafe { dev((*pd).device) }.verbs().uncharge(Kind::Pd);
     0
@@ -158,7 +164,10 @@ unsafe fn cq_ref<'a>(ibcq: *mut b::ib_cq) -> &'a Cq {
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn destroy_cq(ibcq: *mut b::ib_cq, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn destroy_cq(
+    ibcq: *mut b::ib_cq,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     let p = ibcq.cast::<Cq>();
     // SAFETY: a CQ create_cq initialised; ib_core destroys it once, with no
     // QP using it (its use count is zero), so nothing else touches `inner`.
@@ -194,9 +203,16 @@ pub(super) unsafe extern "C" fn resize_user_cq(
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn modify_cq(ibcq: *mut b::ib_cq, count: u16, period: u16) -> ffi::c_int {
+pub(super) unsafe extern "C" fn modify_cq(
+    ibcq: *mut b::ib_cq,
+    count: u16,
+    period: u16,
+) -> ffi::c_int {
     // SAFETY: a live CQ of ours.
-    unsafe { cq_ref(ibcq) }.inner.lock().set_moderation(count, period);
+    unsafe { cq_ref(ibcq) }
+        .inner
+        .lock()
+        .set_moderation(count, period);
     0
 }
 
@@ -227,7 +243,11 @@ fn wc_flags_to_ib(c: &Cqe) -> ffi::c_int {
 
 /// # Safety
 /// See the module documentation; `wc` has room for `n` entries.
-pub(super) unsafe extern "C" fn poll_cq(ibcq: *mut b::ib_cq, n: ffi::c_int, wc: *mut b::ib_wc) -> ffi::c_int {
+pub(super) unsafe extern "C" fn poll_cq(
+    ibcq: *mut b::ib_cq,
+    n: ffi::c_int,
+    wc: *mut b::ib_wc,
+) -> ffi::c_int {
     // SAFETY: a live CQ of ours.
     let c = unsafe { cq_ref(ibcq) };
     let mut s = c.inner.lock();
@@ -268,7 +288,10 @@ pub(super) unsafe extern "C" fn peek_cq(ibcq: *mut b::ib_cq, n: ffi::c_int) -> f
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn req_notify_cq(ibcq: *mut b::ib_cq, flags: b::ib_cq_notify_flags) -> ffi::c_int {
+pub(super) unsafe extern "C" fn req_notify_cq(
+    ibcq: *mut b::ib_cq,
+    flags: b::ib_cq_notify_flags,
+) -> ffi::c_int {
     // SAFETY: a live CQ of ours.
     let c = unsafe { cq_ref(ibcq) };
     c.inner.lock().arm(flags as u32)
@@ -363,7 +386,13 @@ pub(super) unsafe extern "C" fn create_ah(
         };
         // SAFETY: as above.
         unsafe { (*p).num = num };
-        if let Err(e) = respond(udata, &abi::CreateAhResp { ah_num: num, reserved: 0 }) {
+        if let Err(e) = respond(
+            udata,
+            &abi::CreateAhResp {
+                ah_num: num,
+                reserved: 0,
+            },
+        ) {
             d.verbs().ahs.erase(num);
             d.verbs().uncharge(Kind::Ah);
             return Err(e);
@@ -389,7 +418,10 @@ pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> 
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn query_ah(ibah: *mut b::ib_ah, out: *mut b::rdma_ah_attr) -> ffi::c_int {
+pub(super) unsafe extern "C" fn query_ah(
+    ibah: *mut b::ib_ah,
+    out: *mut b::rdma_ah_attr,
+) -> ffi::c_int {
     let p = ibah.cast::<Ah>();
     // SAFETY: a live AH of ours; `out` is writable.
     let (d, num) = unsafe { (dev((*p).ib.device), (*p).num) };
@@ -406,7 +438,10 @@ pub(super) unsafe extern "C" fn query_ah(ibah: *mut b::ib_ah, out: *mut b::rdma_
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn modify_ah(ibah: *mut b::ib_ah, a: *mut b::rdma_ah_attr) -> ffi::c_int {
+pub(super) unsafe extern "C" fn modify_ah(
+    ibah: *mut b::ib_ah,
+    a: *mut b::rdma_ah_attr,
+) -> ffi::c_int {
     let p = ibah.cast::<Ah>();
     // SAFETY: a live AH of ours; a valid attr.
     let (d, num, a) = unsafe { (dev((*p).ib.device), (*p).num, &*a) };
@@ -433,10 +468,22 @@ pub(super) unsafe extern "C" fn create_srq(
         return EOPNOTSUPP.to_errno();
     }
     let result = (|| -> Result {
-        let state = SrqState::new(user_ctx(udata), init.attr.max_wr, init.attr.max_sge, d.limits())?;
+        let state = SrqState::new(
+            user_ctx(udata),
+            init.attr.max_wr,
+            init.attr.max_sge,
+            d.limits(),
+        )?;
         init.attr.max_wr = state.max_wr();
         init.attr.max_sge = state.max_sge;
-        respond(udata, &abi::CreateSrqResp { rq: state.info(), srqn: 0, reserved: 0 })?;
+        respond(
+            udata,
+            &abi::CreateSrqResp {
+                rq: state.info(),
+                srqn: 0,
+                reserved: 0,
+            },
+        )?;
         d.verbs().charge(Kind::Srq, d.limits())?;
         let p = ibsrq.cast::<Srq>();
         // SAFETY: our SRQ memory (zeroed, pinned); `inner` initialised once
@@ -496,7 +543,10 @@ pub(super) unsafe extern "C" fn modify_srq(
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn query_srq(ibsrq: *mut b::ib_srq, a: *mut b::ib_srq_attr) -> ffi::c_int {
+pub(super) unsafe extern "C" fn query_srq(
+    ibsrq: *mut b::ib_srq,
+    a: *mut b::ib_srq_attr,
+) -> ffi::c_int {
     // SAFETY: a live SRQ of ours; a writable attr.
     let (s, a) = unsafe { (&*ibsrq.cast::<Srq>(), &mut *a) };
     let st = s.inner.lock();
@@ -508,7 +558,10 @@ pub(super) unsafe extern "C" fn query_srq(ibsrq: *mut b::ib_srq, a: *mut b::ib_s
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn destroy_srq(ibsrq: *mut b::ib_srq, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn destroy_srq(
+    ibsrq: *mut b::ib_srq,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     let p = ibsrq.cast::<Srq>();
     // SAFETY: an SRQ create_srq initialised, destroyed once with no QP left
     // on it (ib_core checks the use count).
@@ -535,7 +588,8 @@ pub(super) unsafe extern "C" fn post_srq_recv(
         // SAFETY: a valid WR chain from a kernel consumer.
         let w = unsafe { &*cur };
         // SAFETY: as above; `recv_sges` checks the count.
-        let r = unsafe { recv_sges(w) }.and_then(|sges| st.post(unsafe { w.__bindgen_anon_1.wr_id }, sges));
+        let r = unsafe { recv_sges(w) }
+            .and_then(|sges| st.post(unsafe { w.__bindgen_anon_1.wr_id }, sges));
         if let Err(e) = r {
             // SAFETY: `bad` is writable (contract).
             unsafe { *bad = cur };
@@ -589,7 +643,11 @@ pub(super) unsafe extern "C" fn create_qp(
     if init.send_cq.is_null() {
         return EINVAL.to_errno();
     }
-    let recv_cq = if init.recv_cq.is_null() { init.send_cq } else { init.recv_cq };
+    let recv_cq = if init.recv_cq.is_null() {
+        init.send_cq
+    } else {
+        init.recv_cq
+    };
     let has_srq = !init.srq.is_null();
     let want = Caps {
         max_send_wr: init.cap.max_send_wr,
@@ -599,7 +657,12 @@ pub(super) unsafe extern "C" fn create_qp(
         max_inline: init.cap.max_inline_data,
     };
     let result = (|| -> Result {
-        let queues = QpQueues::new(user_ctx(udata), want, has_srq, d.limits())?;
+        let mut queues = QpQueues::new(user_ctx(udata), want, has_srq, d.limits())?;
+        if iwarp {
+            // An iWARP QP is born idle (RNICPI/RDMAC verbs), which the IB
+            // state set calls INIT: iw_cm and rdma_cm start from there.
+            queues.inner.state = QpState::Init;
+        }
         d.verbs().charge(Kind::Qp, d.limits())?;
         let p = ibqp.cast::<Qp>();
         let (sq_info, rq_info) = (queues.inner.sq_info(), queues.inner.rq_info());
@@ -625,9 +688,14 @@ pub(super) unsafe extern "C" fn create_qp(
         // erases it and drains its references.
         let qpn = unsafe {
             if ty == QpType::Gsi {
-                d.verbs().qps.insert(verbs::GSI_QPN, p).map(|()| verbs::GSI_QPN)
+                d.verbs()
+                    .qps
+                    .insert(verbs::GSI_QPN, p)
+                    .map(|()| verbs::GSI_QPN)
             } else {
-                d.verbs().qps.alloc(p, verbs::FIRST_QPN, verbs::MAX_QPN, false)
+                d.verbs()
+                    .qps
+                    .alloc(p, verbs::FIRST_QPN, verbs::MAX_QPN, false)
             }
         };
         let undo = |p: *mut Qp| {
@@ -649,7 +717,15 @@ pub(super) unsafe extern "C" fn create_qp(
         init.cap.max_send_sge = caps.max_send_sge;
         init.cap.max_recv_sge = caps.max_recv_sge;
         init.cap.max_inline_data = caps.max_inline;
-        if let Err(e) = respond(udata, &abi::CreateQpResp { sq: sq_info, rq: rq_info, qpn, reserved: 0 }) {
+        if let Err(e) = respond(
+            udata,
+            &abi::CreateQpResp {
+                sq: sq_info,
+                rq: rq_info,
+                qpn,
+                reserved: 0,
+            },
+        ) {
             d.verbs().qps.erase(qpn);
             // SAFETY: the QP is initialised; no lookup can still hold it
             // after the drain.
@@ -714,7 +790,13 @@ pub(super) unsafe extern "C" fn modify_qp(
         if !ok {
             return Err(EINVAL);
         }
-        qp::apply_attrs(&mut s.attrs, a, mask & !(attr::AV * u32::from(q.iwarp)), av, d.limits())?;
+        qp::apply_attrs(
+            &mut s.attrs,
+            a,
+            mask & !(attr::AV * u32::from(q.iwarp)),
+            av,
+            d.limits(),
+        )?;
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
         }
@@ -739,7 +821,11 @@ pub(super) unsafe extern "C" fn query_qp(
     *a = b::ib_qp_attr::default();
     a.qp_state = s.state as u32;
     a.cur_qp_state = s.state as u32;
-    a.path_mtu = if t.path_mtu == 0 { crate::limits::IB_MTU_256 } else { t.path_mtu };
+    a.path_mtu = if t.path_mtu == 0 {
+        crate::limits::IB_MTU_256
+    } else {
+        t.path_mtu
+    };
     a.path_mig_state = t.path_mig_state;
     a.qkey = t.qkey;
     a.rq_psn = t.rq_psn;
@@ -773,13 +859,20 @@ pub(super) unsafe extern "C" fn query_qp(
     init.send_cq = q.ib.send_cq;
     init.recv_cq = q.ib.recv_cq;
     init.srq = q.ib.srq;
-    init.sq_sig_type = if q.sig_all { b::ib_sig_type_IB_SIGNAL_ALL_WR } else { b::ib_sig_type_IB_SIGNAL_REQ_WR };
+    init.sq_sig_type = if q.sig_all {
+        b::ib_sig_type_IB_SIGNAL_ALL_WR
+    } else {
+        b::ib_sig_type_IB_SIGNAL_REQ_WR
+    };
     0
 }
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn destroy_qp(ibqp: *mut b::ib_qp, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn destroy_qp(
+    ibqp: *mut b::ib_qp,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     let p = ibqp.cast::<Qp>();
     // SAFETY: a QP create_qp initialised, destroyed once: unpublish it, wait
     // for every lookup to let go, then drop its rings.
@@ -803,7 +896,8 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
     let mut wqe = SendWqe {
         // SAFETY: wr_id and wr_cqe share the union; we keep the bits.
         wr_id: unsafe { w.__bindgen_anon_1.wr_id },
-        send_flags: w.send_flags as u32 & (abi::SEND_FENCE | abi::SEND_SIGNALED | abi::SEND_SOLICITED | abi::SEND_INLINE),
+        send_flags: w.send_flags as u32
+            & (abi::SEND_FENCE | abi::SEND_SIGNALED | abi::SEND_SOLICITED | abi::SEND_INLINE),
         // SAFETY: imm_data and invalidate_rkey share the union.
         ex: unsafe { w.ex.invalidate_rkey },
         ..SendWqe::default()
@@ -828,7 +922,9 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             }
         }
         _ if ud => return Err(EINVAL),
-        b::ib_wr_opcode_IB_WR_SEND_WITH_INV | b::ib_wr_opcode_IB_WR_LOCAL_INV => wqe.opcode = opcode,
+        b::ib_wr_opcode_IB_WR_SEND_WITH_INV | b::ib_wr_opcode_IB_WR_LOCAL_INV => {
+            wqe.opcode = opcode
+        }
         b::ib_wr_opcode_IB_WR_RDMA_WRITE
         | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
         | b::ib_wr_opcode_IB_WR_RDMA_READ => {
@@ -838,7 +934,9 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             wqe.remote_addr = r.remote_addr;
             wqe.rkey = r.rkey;
         }
-        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD if !q.iwarp => {
+        b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD
+            if !q.iwarp =>
+        {
             // SAFETY: atomic WRs are ib_atomic_wr.
             let a = unsafe { &*(w as *const b::ib_send_wr).cast::<b::ib_atomic_wr>() };
             wqe.opcode = opcode;
@@ -897,7 +995,11 @@ pub(super) unsafe extern "C" fn post_send(
         let r = (|| -> Result {
             // SAFETY: the WR's type follows its opcode (ib_core contract).
             let mut wqe = unsafe { send_wqe(q, w) }?;
-            let rw = b::ib_recv_wr { num_sge: w.num_sge, sg_list: w.sg_list, ..Default::default() };
+            let rw = b::ib_recv_wr {
+                num_sge: w.num_sge,
+                sg_list: w.sg_list,
+                ..Default::default()
+            };
             // SAFETY: sg_list holds num_sge entries (kernel consumer).
             let sges = unsafe { recv_sges(&rw) }?;
             if wqe.send_flags & abi::SEND_INLINE != 0 {
@@ -907,7 +1009,8 @@ pub(super) unsafe extern "C" fn post_send(
                     let dst = inline.get_mut(n..n + len).ok_or(EINVAL)?;
                     // SAFETY: kernel consumers pass kernel virtual addresses
                     // (ib_core's virtual DMA) of `len` readable bytes.
-                    let src = unsafe { core::slice::from_raw_parts(sge.addr as usize as *const u8, len) };
+                    let src =
+                        unsafe { core::slice::from_raw_parts(sge.addr as usize as *const u8, len) };
                     dst.copy_from_slice(src);
                     n += len;
                 }
@@ -951,7 +1054,8 @@ pub(super) unsafe extern "C" fn post_recv(
                 Err(EINVAL)
             } else {
                 // SAFETY: sg_list holds num_sge entries; wr_id is the union's bits.
-                unsafe { recv_sges(w) }.and_then(|sges| q.post_recv(&mut s, unsafe { w.__bindgen_anon_1.wr_id }, sges))
+                unsafe { recv_sges(w) }
+                    .and_then(|sges| q.post_recv(&mut s, unsafe { w.__bindgen_anon_1.wr_id }, sges))
             };
             if let Err(e) = r {
                 // SAFETY: `bad` is writable.
@@ -1029,7 +1133,15 @@ pub(super) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: ffi::c_int
     let d = unsafe { dev((*pd).device) };
     let access = access as u32;
     let r = mr::check_access(access).and_then(|()| {
-        new_mr(&d, MrState { kind: MrKind::Dma, access, iova: 0, length: u64::MAX })
+        new_mr(
+            &d,
+            MrState {
+                kind: MrKind::Dma,
+                access,
+                iova: 0,
+                length: u64::MAX,
+            },
+        )
     });
     r.unwrap_or_else(err_ptr)
 }
@@ -1063,7 +1175,15 @@ pub(super) unsafe extern "C" fn reg_user_mr(
         check_range(start, length, d.limits().max_mr_size)?;
         check_range(virt, length, u64::MAX)?;
         let umem = Umem::get(d.ib(), start, length, access)?;
-        new_mr(&d, MrState { kind: MrKind::User(umem), access, iova: virt, length })
+        new_mr(
+            &d,
+            MrState {
+                kind: MrKind::User(umem),
+                access,
+                iova: virt,
+                length,
+            },
+        )
     })();
     r.unwrap_or_else(err_ptr)
 }
@@ -1091,7 +1211,11 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
             return Err(EINVAL);
         }
         let old_access = m.inner.lock().access;
-        let access = if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 { access as u32 } else { old_access };
+        let access = if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+            access as u32
+        } else {
+            old_access
+        };
         mr::check_access(access)?;
         if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
             check_range(start, length, d.limits().max_mr_size)?;
@@ -1129,7 +1253,10 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn dereg_mr(
+    ibmr: *mut b::ib_mr,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     let p = ibmr.cast::<Mr>();
     // SAFETY: an MR of ours, deregistered once: unpublish, drain, free.
     unsafe {
@@ -1144,7 +1271,11 @@ pub(super) unsafe extern "C" fn dereg_mr(ibmr: *mut b::ib_mr, _udata: *mut b::ib
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn alloc_mr(pd: *mut b::ib_pd, ty: b::ib_mr_type, max_num_sg: u32) -> *mut b::ib_mr {
+pub(super) unsafe extern "C" fn alloc_mr(
+    pd: *mut b::ib_pd,
+    ty: b::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut b::ib_mr {
     // SAFETY: a PD on our device.
     let d = unsafe { dev((*pd).device) };
     let r = (|| -> Result<*mut b::ib_mr> {
@@ -1155,7 +1286,18 @@ pub(super) unsafe extern "C" fn alloc_mr(pd: *mut b::ib_pd, ty: b::ib_mr_type, m
             return Err(EINVAL);
         }
         let pages = KVec::with_capacity(max_num_sg as usize, GFP_KERNEL)?;
-        new_mr(&d, MrState { kind: MrKind::FastReg { pages, max_pages: max_num_sg }, access: 0, iova: 0, length: 0 })
+        new_mr(
+            &d,
+            MrState {
+                kind: MrKind::FastReg {
+                    pages,
+                    max_pages: max_num_sg,
+                },
+                access: 0,
+                iova: 0,
+                length: 0,
+            },
+        )
     })();
     r.unwrap_or_else(err_ptr)
 }
@@ -1185,7 +1327,10 @@ extern "C" fn softrnic_mr_set_page(ibmr: *mut b::ib_mr, addr: u64) -> ffi::c_int
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn alloc_mw(
+    ibmw: *mut b::ib_mw,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     // SAFETY: an MW of our size on our device.
     let d = unsafe { dev((*ibmw).device) };
     let result = (|| -> Result {
@@ -1197,7 +1342,11 @@ pub(super) unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, _udata: *mut b::ib
             pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner());
         }
         // SAFETY: the MW stays valid until dealloc_mw erases and drains it.
-        match unsafe { d.verbs().mws.alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false) } {
+        match unsafe {
+            d.verbs()
+                .mws
+                .alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false)
+        } {
             Ok(index) => {
                 // SAFETY: not yet visible to ib_core's callers.
                 unsafe {

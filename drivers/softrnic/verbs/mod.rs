@@ -127,12 +127,30 @@ impl DeviceVerbs {
 pub(crate) fn report_live() -> bool {
     let n: [u32; KINDS] = core::array::from_fn(|i| LIVE[i].load(Ordering::Acquire));
     let clean = n.iter().all(|&c| c == 0);
-    let msg = if clean { "live objects at unload" } else { "LEAK: live objects at unload" };
+    let msg = if clean {
+        "live objects at unload"
+    } else {
+        "LEAK: live objects at unload"
+    };
     pr_info!(
         "{}: {}={} {}={} {}={} {}={} {}={} {}={} {}={} {}={}\n",
         msg,
-        KIND_NAMES[0], n[0], KIND_NAMES[1], n[1], KIND_NAMES[2], n[2], KIND_NAMES[3], n[3],
-        KIND_NAMES[4], n[4], KIND_NAMES[5], n[5], KIND_NAMES[6], n[6], KIND_NAMES[7], n[7]
+        KIND_NAMES[0],
+        n[0],
+        KIND_NAMES[1],
+        n[1],
+        KIND_NAMES[2],
+        n[2],
+        KIND_NAMES[3],
+        n[3],
+        KIND_NAMES[4],
+        n[4],
+        KIND_NAMES[5],
+        n[5],
+        KIND_NAMES[6],
+        n[6],
+        KIND_NAMES[7],
+        n[7]
     );
     clean
 }

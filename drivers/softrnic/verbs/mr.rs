@@ -27,9 +27,11 @@ pub(crate) fn check_access(access: u32) -> Result {
     if access & !MR_ACCESS_SUPPORTED != 0 {
         return Err(EOPNOTSUPP);
     }
-    let needs_local_write =
-        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32 | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32;
-    if access & needs_local_write != 0 && access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32 == 0 {
+    let needs_local_write = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32
+        | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32;
+    if access & needs_local_write != 0
+        && access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32 == 0
+    {
         return Err(EINVAL);
     }
     Ok(())

@@ -121,10 +121,7 @@ impl QpQueues {
             max_send_wr: sq_slots - 1,
             max_send_sge: send_sge,
             // Inline data may use the whole slot after the header.
-            max_inline: core::cmp::min(
-                sq_slot - size_of::<SendWqe>() as u32,
-                l.max_inline_data,
-            ),
+            max_inline: core::cmp::min(sq_slot - size_of::<SendWqe>() as u32, l.max_inline_data),
             ..Caps::default()
         };
         let rq = if has_srq {
@@ -229,18 +226,32 @@ impl Qp {
             opcode,
             qp_num: self.qpn(),
             port_num: 1,
-            kernel_qp: if self.user { 0 } else { &self.ib as *const _ as u64 },
+            kernel_qp: if self.user {
+                0
+            } else {
+                &self.ib as *const _ as u64
+            },
             ..Cqe::default()
         }
     }
 
     /// Complete every outstanding WQE of both queues with WR_FLUSH_ERR.
     fn flush(&self, s: &mut QpInner) {
-        let sq_prod = if self.user { s.sq.producer() } else { s.sq_prod };
+        let sq_prod = if self.user {
+            s.sq.producer()
+        } else {
+            s.sq_prod
+        };
         let n = core::cmp::min(sq_prod.wrapping_sub(s.sq_cons), s.sq.slots());
         for _ in 0..n {
-            let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else { break };
-            if self.send_cq().complete(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false).is_err() {
+            let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {
+                break;
+            };
+            if self
+                .send_cq()
+                .complete(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false)
+                .is_err()
+            {
                 break;
             }
             s.sq_cons = s.sq_cons.wrapping_add(1);
@@ -251,8 +262,14 @@ impl Qp {
             let rq_prod = if self.user { rq.producer() } else { s.rq_prod };
             let n = core::cmp::min(rq_prod.wrapping_sub(s.rq_cons), rq.slots());
             for _ in 0..n {
-                let Some(w) = rq.read::<RecvWqe>(s.rq_cons, 0) else { break };
-                if self.recv_cq().complete(&self.flush_cqe(w.wr_id, abi::WC_RECV), false).is_err() {
+                let Some(w) = rq.read::<RecvWqe>(s.rq_cons, 0) else {
+                    break;
+                };
+                if self
+                    .recv_cq()
+                    .complete(&self.flush_cqe(w.wr_id, abi::WC_RECV), false)
+                    .is_err()
+                {
                     break;
                 }
                 s.rq_cons = s.rq_cons.wrapping_add(1);
@@ -264,7 +281,11 @@ impl Qp {
 
     /// Discard every outstanding WQE (→ RESET).
     fn reset_queues(&self, s: &mut QpInner) {
-        s.sq_cons = if self.user { s.sq.producer() } else { s.sq_prod };
+        s.sq_cons = if self.user {
+            s.sq.producer()
+        } else {
+            s.sq_prod
+        };
         s.sq.set_consumer(s.sq_cons);
         if let Some(rq) = &s.rq {
             s.rq_cons = if self.user { rq.producer() } else { s.rq_prod };
@@ -308,12 +329,20 @@ impl Qp {
     }
 
     /// Queue one send WQE of a kernel consumer (`sges` or `inline` data).
-    pub(crate) fn post_send(&self, s: &mut QpInner, wqe: &SendWqe, sges: &[Sge], inline: &[u8]) -> Result {
+    pub(crate) fn post_send(
+        &self,
+        s: &mut QpInner,
+        wqe: &SendWqe,
+        sges: &[Sge],
+        inline: &[u8],
+    ) -> Result {
         match s.state {
             QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
             _ => {}
         }
-        if sges.len() > self.caps.max_send_sge as usize || inline.len() > self.caps.max_inline as usize {
+        if sges.len() > self.caps.max_send_sge as usize
+            || inline.len() > self.caps.max_inline as usize
+        {
             return Err(EINVAL);
         }
         if s.sq_prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
@@ -322,7 +351,8 @@ impl Qp {
         let hdr = size_of::<SendWqe>();
         s.sq.write(s.sq_prod, 0, wqe).ok_or(EINVAL)?;
         for (i, sge) in sges.iter().enumerate() {
-            s.sq.write(s.sq_prod, hdr + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+            s.sq.write(s.sq_prod, hdr + i * size_of::<Sge>(), sge)
+                .ok_or(EINVAL)?;
         }
         if !inline.is_empty() {
             s.sq.write_bytes(s.sq_prod, hdr, inline).ok_or(EINVAL)?;
@@ -344,10 +374,15 @@ impl Qp {
         if s.rq_prod.wrapping_sub(s.rq_cons) >= self.caps.max_recv_wr {
             return Err(ENOMEM);
         }
-        let w = RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 };
+        let w = RecvWqe {
+            wr_id,
+            num_sge: sges.len() as u32,
+            _reserved: 0,
+        };
         rq.write(s.rq_prod, 0, &w).ok_or(EINVAL)?;
         for (i, sge) in sges.iter().enumerate() {
-            rq.write(s.rq_prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+            rq.write(s.rq_prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge)
+                .ok_or(EINVAL)?;
         }
         s.rq_prod = s.rq_prod.wrapping_add(1);
         rq.set_producer(s.rq_prod);

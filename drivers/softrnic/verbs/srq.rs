@@ -29,13 +29,25 @@ pub(crate) struct SrqState {
 impl SrqState {
     /// An SRQ of `max_wr` WQEs of `max_sge` Sges (EINVAL: zero or over the
     /// device limits).
-    pub(crate) fn new(uctx: Option<UserCtx>, max_wr: u32, max_sge: u32, l: &crate::limits::DeviceLimits) -> Result<SrqState> {
+    pub(crate) fn new(
+        uctx: Option<UserCtx>,
+        max_wr: u32,
+        max_sge: u32,
+        l: &crate::limits::DeviceLimits,
+    ) -> Result<SrqState> {
         if max_wr == 0 || max_wr > l.max_srq_wr || max_sge == 0 || max_sge > l.max_srq_sge {
             return Err(EINVAL);
         }
         let slots = abi::slots_for(max_wr).ok_or(EINVAL)?;
         let ring = Ring::new(uctx, slots, abi::recv_slot_bytes(max_sge))?;
-        Ok(SrqState { ring, user: uctx.is_some(), max_sge, limit: 0, prod: 0, cons: 0 })
+        Ok(SrqState {
+            ring,
+            user: uctx.is_some(),
+            max_sge,
+            limit: 0,
+            prod: 0,
+            cons: 0,
+        })
     }
 
     pub(crate) fn max_wr(&self) -> u32 {
@@ -78,7 +90,9 @@ impl SrqState {
         let bytes = core::cmp::min(self.ring.slot_bytes(), next.ring.slot_bytes()) as usize;
         let mut buf = KVec::from_elem(0u8, bytes, GFP_ATOMIC)?;
         for i in 0..waiting {
-            self.ring.read_bytes(self.cons.wrapping_add(i), 0, &mut buf).ok_or(EINVAL)?;
+            self.ring
+                .read_bytes(self.cons.wrapping_add(i), 0, &mut buf)
+                .ok_or(EINVAL)?;
             next.ring.write_bytes(i, 0, &buf).ok_or(EINVAL)?;
         }
         next.prod = waiting;
@@ -96,10 +110,16 @@ impl SrqState {
         if self.prod.wrapping_sub(self.cons) >= self.max_wr() {
             return Err(ENOMEM);
         }
-        let w = RecvWqe { wr_id, num_sge: sges.len() as u32, _reserved: 0 };
+        let w = RecvWqe {
+            wr_id,
+            num_sge: sges.len() as u32,
+            _reserved: 0,
+        };
         self.ring.write(self.prod, 0, &w).ok_or(EINVAL)?;
         for (i, sge) in sges.iter().enumerate() {
-            self.ring.write(self.prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge).ok_or(EINVAL)?;
+            self.ring
+                .write(self.prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge)
+                .ok_or(EINVAL)?;
         }
         self.prod = self.prod.wrapping_add(1);
         self.ring.set_producer(self.prod);

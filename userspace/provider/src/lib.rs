@@ -217,6 +217,22 @@ unsafe fn cmd_fd(ctx: *mut ibv_context) -> c_int {
     unsafe { (*ctx).cmd_fd }
 }
 
+/// The transport (abi::TRANSPORT_*) of a context.
+///
+/// # Safety
+/// `ctx` is a live context opened by this provider.
+unsafe fn transport(ctx: *mut ibv_context) -> u32 {
+    // SAFETY: ctx is the `context` member of the verbs_context inside one of
+    // our Contexts (container_of twice).
+    unsafe {
+        let vctx = ctx.byte_sub(offset_of!(verbs_context, context));
+        (*vctx
+            .byte_sub(offset_of!(Context, ibv_ctx))
+            .cast::<Context>())
+        .transport
+    }
+}
+
 /// # Safety
 /// Called only by libibverbs, with the pointers its provider interface
 /// promises (valid device, context and buffers).

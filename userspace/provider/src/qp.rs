@@ -562,8 +562,13 @@ pub unsafe extern "C" fn post_recv(
         return libc::EINVAL;
     }
     // SAFETY: ibqp is one of our QPs.  Receives go to the SRQ when there is
-    // one, and not before the QP left RESET (C10-97.2.1).
-    if unsafe { !(*ibqp).srq.is_null() || (*ibqp).state == IBV_QPS_RESET } {
+    // one, and not before the QP left RESET (C10-97.2.1).  iWARP QPs are born
+    // idle (the kernel reports INIT) while libibverbs records RESET.
+    let reset = unsafe {
+        (*ibqp).state == IBV_QPS_RESET && crate::transport((*ibqp).context) != abi::TRANSPORT_IWARP
+    };
+    // SAFETY: as above.
+    if unsafe { !(*ibqp).srq.is_null() } || reset {
         // SAFETY: bad_wr is writable.
         unsafe { *bad_wr = wr };
         return libc::EINVAL;

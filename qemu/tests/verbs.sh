@@ -30,6 +30,30 @@ test_device_fatal_on_netdev_removal() {
     grep -q 'IBV_EVENT_DEVICE_FATAL\|device fatal' /tmp/watch.out || fail "no DEVICE_FATAL event"
 }
 
+test_gid_change_event() {
+    timeout 20 ibv_asyncwatch -d sr0 > /tmp/gid.out 2>&1 &
+    w=$!
+    sleep 2
+    ip addr add 10.0.9.1/24 dev vv0
+    wait_for 'grep -q GID_CHANGE /tmp/gid.out' 60
+    kill $w 2>/dev/null
+    cat /tmp/gid.out
+    grep -q 'GID_CHANGE\|gid change' /tmp/gid.out || fail "no GID_CHANGE event"
+    ibv_devinfo -v -d sr0 | grep -q '::ffff:10.0.9.1' || fail "new GID not in the table"
+}
+
+# A kernel consumer: ib_mad opens every RoCE port with its own CQ, PD (and
+# DMA MR for the local lkey) and the GSI QP, posts its receive buffers and
+# moves QP1 to RTS; all through our ops, in the kernel.
+test_kernel_consumer_gsi_qp() {
+    out=$(rdma resource show qp link sr0/1)
+    echo "$out"
+    echo "$out" | grep -q 'lqpn 1 type GSI state RTS' || fail "no GSI QP in RTS"
+    echo "$out" | grep -q 'comm \[ib_core\]' || fail "GSI QP not owned by ib_core"
+    rdma resource show cq dev sr0 | grep -q 'comm \[ib_core\]' || fail "no ib_core CQ"
+    rdma resource show pd dev sr0 | grep -q 'local_dma_lkey' || fail "no ib_core PD"
+}
+
 test_no_object_leaks_at_unload() {
     # Everything above created and destroyed objects; ib_core's own (MAD
     # QP, CQ, PD, DMA MR) go with the devices.
@@ -52,8 +76,9 @@ if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
 else
     echo "FAIL verbs_bad_build: gcc failed"
 fi
-for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error; do
+for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel; do
     out=$(timeout 30 python3 $CHECKS sr0 si0 $ev 2>&1)
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done
-run_tests test_device_fatal_on_netdev_removal test_no_object_leaks_at_unload
+run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
+    test_no_object_leaks_at_unload

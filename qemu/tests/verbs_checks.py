@@ -18,7 +18,7 @@ import traceback
 
 import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
-from pyverbs.cq import CQ
+from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR, MW
 from pyverbs.pd import PD
@@ -453,6 +453,29 @@ def event_cq_overflow_is_cq_error():
         qp.close()
         mr.close()
         cq.close()
+
+
+@check
+def event_completion_channel():
+    """An armed CQ raises one completion event on its channel (here for a
+    flushed receive: an error completion wakes a solicited-only arm too)."""
+    with Context(name=ROCE) as ctx, PD(ctx) as pd:
+        ch = CompChannel(ctx)
+        cq = CQ(ctx, 8, None, ch, 0)
+        qp = rc_qp(pd, cq)
+        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        to_init(qp)
+        qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
+        cq.req_notify(solicited_only=True)
+        to_err(qp)
+        ch.get_cq_event(cq)
+        cq.ack_events(1)
+        n, wcs = cq.poll(4)
+        want(n == 1 and wcs[0].wr_id == 7, f'{n} completions after the event')
+        qp.close()
+        mr.close()
+        cq.close()
+        ch.close()
 
 
 def main():

@@ -99,6 +99,9 @@ impl Cq {
     /// Add a completion; raise the completion event if the CQ is armed for
     /// it, or the CQ error event if it overflowed (the completion is lost).
     pub(crate) fn complete(&self, cqe: &Cqe, solicited: bool) -> Result {
+        // An unsuccessful completion wakes a solicited-only arm too (IBTA
+        // 11.4.2.2).
+        let solicited = solicited || cqe.status != abi::WC_SUCCESS;
         let pushed = {
             let mut s = self.inner.lock();
             s.push(cqe, solicited)

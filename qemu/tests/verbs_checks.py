@@ -20,12 +20,12 @@ import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
-from pyverbs.mr import MR, MW
+from pyverbs.mr import MR, MW, MWBind, MWBindInfo
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError, PyverbsError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
-from pyverbs.wr import SGE, RecvWR
+from pyverbs.wr import SGE, RecvWR, SendWR
 
 ROCE, IWARP = sys.argv[1], sys.argv[2]
 CHECKS = {}
@@ -376,6 +376,83 @@ def mw_type1_and_type2_alloc_dealloc():
             want(len({mw.rkey for mw in mws}) == 4, 'duplicate MW rkeys')
             for mw in mws:
                 mw.close()
+
+
+def poll_one(cq):
+    for _ in range(200):
+        n, wcs = cq.poll(1)
+        if n:
+            return wcs[0]
+    raise Fail('no completion')
+
+
+@check
+def mw_type1_bind_and_bind_rights():
+    with Context(name=ROCE) as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
+        qp = rc_qp(pd, cq)
+        to_rts(ctx, qp)
+        acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND
+        mr = MR(pd, 8192, acc)
+        mw = MW(pd, e.IBV_MW_TYPE_1)
+        old = mw.rkey
+        info = MWBindInfo(mr, mr.buf, 4096, e.IBV_ACCESS_REMOTE_WRITE)
+        qp.bind_mw(mw, MWBind(info, e.IBV_SEND_SIGNALED, wr_id=11))
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_BIND_MW and wc.wr_id == 11,
+             f'bind: status {wc.status} opcode {wc.opcode}')
+        want(mw.rkey != old and (mw.rkey >> 8) == (old >> 8), 'rkey key byte not renewed')
+        # A window outside the region: MW_BIND_ERR and the QP in ERR.
+        bad = MWBindInfo(mr, mr.buf + 4096, 8192, 0)
+        qp.bind_mw(mw, MWBind(bad, e.IBV_SEND_SIGNALED, wr_id=12))
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_MW_BIND_ERR, f'out of range: status {wc.status}')
+        want(qp_state(qp) == e.IBV_QPS_ERR, 'QP not in ERR after a bind error')
+        qp.close()
+        # An MR without the MW_BIND right.
+        qp = rc_qp(pd, cq)
+        to_rts(ctx, qp)
+        plain = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE)
+        qp.bind_mw(mw, MWBind(MWBindInfo(plain, plain.buf, 4096, e.IBV_ACCESS_REMOTE_READ),
+                              e.IBV_SEND_SIGNALED, wr_id=13))
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_MW_BIND_ERR and wc.wr_id == 13,
+             f'MR without bind rights: status {wc.status}')
+        qp.close()
+        for o in (mw, mr, plain):
+            o.close()
+
+
+@check
+def mw_type2_bind_invalidate_and_other_pd():
+    with Context(name=ROCE) as ctx, PD(ctx) as pd, PD(ctx) as pd2, CQ(ctx, 8) as cq:
+        qp = rc_qp(pd, cq)
+        to_rts(ctx, qp)
+        mr = MR(pd, 8192, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND)
+        mw = MW(pd, e.IBV_MW_TYPE_2)
+        new_rkey = (mw.rkey & ~0xff) | ((mw.rkey + 1) & 0xff)
+        wr = SendWR(wr_id=21, opcode=e.IBV_WR_BIND_MW, send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_bind_wr(mw, MWBindInfo(mr, mr.buf, 4096, e.IBV_ACCESS_REMOTE_READ))
+        qp.post_send(wr)
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_BIND_MW, f'type 2 bind: {wc.status}')
+        inv = SendWR(wr_id=22, opcode=e.IBV_WR_LOCAL_INV, send_flags=e.IBV_SEND_SIGNALED,
+                     imm_data=new_rkey)
+        qp.post_send(inv)
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_SUCCESS and wc.opcode == e.IBV_WC_LOCAL_INV, f'invalidate: {wc.status}')
+        qp.close()
+        # A window of another PD cannot be bound through this QP.
+        other = MW(pd2, e.IBV_MW_TYPE_2)
+        qp = rc_qp(pd, cq)
+        to_rts(ctx, qp)
+        wr = SendWR(wr_id=23, opcode=e.IBV_WR_BIND_MW, send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_bind_wr(other, MWBindInfo(mr, mr.buf, 4096, e.IBV_ACCESS_REMOTE_READ))
+        qp.post_send(wr)
+        wc = poll_one(cq)
+        want(wc.status == e.IBV_WC_MW_BIND_ERR, f'other PD: status {wc.status}')
+        qp.close()
+        for o in (mw, other, mr):
+            o.close()
 
 
 # --- AH --------------------------------------------------------------------

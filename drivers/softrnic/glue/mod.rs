@@ -315,6 +315,12 @@ impl Drop for HeldNetDevice {
     }
 }
 
+/// The kernel's page size.
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: returns a constant.
+    unsafe { bindings::softrnic_page_size() as u64 }
+}
+
 /// A random byte (for the key byte of lkeys and rkeys).
 pub(crate) fn random_key_byte() -> u8 {
     // SAFETY: plain call into the kernel's CSPRNG.

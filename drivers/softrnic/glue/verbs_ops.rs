@@ -803,6 +803,10 @@ pub(super) unsafe extern "C" fn modify_qp(
         Ok(())
     })();
     q.after(after);
+    if result.is_ok() && mask & attr::STATE != 0 {
+        // Local operations posted before RTS run now.
+        q.run_local_ops(d.verbs());
+    }
     errno(result)
 }
 
@@ -983,6 +987,8 @@ pub(super) unsafe extern "C" fn post_send(
             return EINVAL.to_errno();
         }
         q.flush_if_error();
+        // SAFETY: the QP's device is ours.
+        q.run_local_ops(unsafe { dev((*ibqp).device) }.verbs());
         return 0;
     }
     let mut inline = [0u8; 256];
@@ -1031,6 +1037,8 @@ pub(super) unsafe extern "C" fn post_send(
     }
     drop(s);
     q.flush_if_error();
+    // SAFETY: the QP's device is ours.
+    q.run_local_ops(unsafe { dev((*ibqp).device) }.verbs());
     ret
 }
 
@@ -1111,6 +1119,7 @@ fn new_mr(d: &IbDevice, state: MrState) -> Result<*mut b::ib_mr> {
         (*p).ib.iova = iova;
         (*p).ib.length = length;
         (*p).ib.page_size = b::softrnic_page_size() as u32;
+        (*p).inner.lock().key = key;
     }
     // SAFETY: `ib` is the first field of Mr.
     Ok(unsafe { addr_of_mut!((*p).ib) })
@@ -1140,6 +1149,8 @@ pub(super) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: ffi::c_int
                 access,
                 iova: 0,
                 length: u64::MAX,
+                key: 0,
+                valid: true,
             },
         )
     });
@@ -1182,6 +1193,8 @@ pub(super) unsafe extern "C" fn reg_user_mr(
                 access,
                 iova: virt,
                 length,
+                key: 0,
+                valid: true,
             },
         )
     })();
@@ -1296,6 +1309,9 @@ pub(super) unsafe extern "C" fn alloc_mr(
                 access: 0,
                 iova: 0,
                 length: 0,
+                key: 0,
+                // Valid only once a REG_MR work request registers it.
+                valid: false,
             },
         )
     })();
@@ -1327,31 +1343,28 @@ extern "C" fn softrnic_mr_set_page(ibmr: *mut b::ib_mr, addr: u64) -> ffi::c_int
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn alloc_mw(
-    ibmw: *mut b::ib_mw,
-    _udata: *mut b::ib_udata,
-) -> ffi::c_int {
+pub(super) unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, _udata: *mut b::ib_udata) -> ffi::c_int {
     // SAFETY: an MW of our size on our device.
     let d = unsafe { dev((*ibmw).device) };
     let result = (|| -> Result {
         d.verbs().charge(Kind::Mw, d.limits())?;
         let p = ibmw.cast::<Mw>();
-        // SAFETY: our MW memory (zeroed, pinned); Rust fields initialised once.
+        // SAFETY: our MW memory (zeroed, pinned); Rust fields initialised
+        // once, before the MW is published in the table below.
         unsafe {
             Ref::init(addr_of_mut!((*p).r));
-            pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner());
+            pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(0));
         }
         // SAFETY: the MW stays valid until dealloc_mw erases and drains it.
-        match unsafe {
-            d.verbs()
-                .mws
-                .alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false)
-        } {
+        match unsafe { d.verbs().mws.alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false) } {
             Ok(index) => {
-                // SAFETY: not yet visible to ib_core's callers.
+                let rkey = mr::make_key(index);
+                // SAFETY: ours until we return; lookups read `inner` only
+                // under its lock.
                 unsafe {
                     (*p).index = index;
-                    (*p).ib.rkey = mr::make_key(index);
+                    (*p).ib.rkey = rkey;
+                    (*p).inner.lock().rkey = rkey;
                 }
                 Ok(())
             }

@@ -6,6 +6,7 @@
 
 pub(crate) mod ah;
 pub(crate) mod cq;
+pub(crate) mod local_ops;
 pub(crate) mod mr;
 pub(crate) mod qp;
 pub(crate) mod srq;

@@ -58,6 +58,12 @@ pub(crate) struct MrState {
     pub(crate) access: u32,
     pub(crate) iova: u64,
     pub(crate) length: u64,
+    /// The key that currently names the MR (a fast-registration MR changes
+    /// its key byte with every registration).
+    pub(crate) key: u32,
+    /// Fast-registration MRs are valid between REG_MR and LOCAL_INV; the
+    /// others always.
+    pub(crate) valid: bool,
 }
 
 #[repr(C)]
@@ -78,6 +84,15 @@ unsafe impl Keyed for Mr {
 unsafe impl Sync for Mr {}
 // SAFETY: as above.
 unsafe impl Send for Mr {}
+
+impl Mr {
+    /// The PD the MR is in now (ib_core moves it on rereg), as an identity.
+    pub(crate) fn pd(&self) -> usize {
+        // SAFETY: a pointer-sized aligned field of a live MR; ib_core writes
+        // it only between our ops, a racing read sees the old or new PD.
+        unsafe { core::ptr::read_volatile(&self.ib.pd) as usize }
+    }
+}
 
 impl MrState {
     /// Append a page (map_mr_sg callback); ENOMEM past the MR's capacity.
@@ -117,12 +132,29 @@ pub(crate) struct MwBinding {
     pub(crate) qpn: u32,
 }
 
+/// A memory window's mutable state.
+pub(crate) struct MwState {
+    /// The rkey that names the window now (a bind changes its key byte).
+    pub(crate) rkey: u32,
+    pub(crate) binding: Option<MwBinding>,
+}
+
 #[repr(C)]
 pub(crate) struct Mw {
     pub(crate) ib: b::ib_mw,
     pub(crate) r: Ref,
     pub(crate) index: u32,
-    pub(crate) inner: SpinLockIrq<Option<MwBinding>>,
+    pub(crate) inner: SpinLockIrq<MwState>,
+}
+
+impl Mw {
+    pub(crate) fn pd(&self) -> usize {
+        self.ib.pd as usize
+    }
+
+    pub(crate) fn is_type2(&self) -> bool {
+        self.ib.type_ == b::ib_mw_type_IB_MW_TYPE_2
+    }
 }
 
 // SAFETY: as for Mr.
@@ -134,7 +166,7 @@ unsafe impl Sync for Mw {}
 // SAFETY: as for Mr.
 unsafe impl Send for Mw {}
 
-/// Initialiser for `Mw::inner` (unbound).
-pub(crate) fn new_mw_inner() -> impl PinInit<SpinLockIrq<Option<MwBinding>>> {
-    new_spinlock_irq!(None, "softrnic_mw")
+/// Initialiser for `Mw::inner` (unbound, named by `rkey`).
+pub(crate) fn new_mw_inner(rkey: u32) -> impl PinInit<SpinLockIrq<MwState>> {
+    new_spinlock_irq!(MwState { rkey, binding: None }, "softrnic_mw")
 }

@@ -11,6 +11,7 @@ use kernel::sync::SpinLockIrq;
 
 use super::ah::Av;
 use super::cq::Cq;
+use super::local_ops::{self, OnQp};
 use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
 use crate::glue::bindings as b;
@@ -220,9 +221,13 @@ impl Qp {
     }
 
     fn flush_cqe(&self, wr_id: u64, opcode: u8) -> Cqe {
+        self.cqe(wr_id, opcode, abi::WC_WR_FLUSH_ERR)
+    }
+
+    fn cqe(&self, wr_id: u64, opcode: u8, status: u8) -> Cqe {
         Cqe {
             wr_id,
-            status: abi::WC_WR_FLUSH_ERR,
+            status,
             opcode,
             qp_num: self.qpn(),
             port_num: 1,
@@ -326,6 +331,48 @@ impl Qp {
         if s.state == QpState::Err {
             self.flush(&mut s);
         }
+    }
+
+    /// Run the local operations (bind, invalidate, fast-register) at the
+    /// head of the send queue while the QP is in RTS; stops at the first
+    /// operation for the transport.  A failed one completes in error and
+    /// moves the QP to ERR, which flushes the rest.
+    pub(crate) fn run_local_ops(&self, v: &super::DeviceVerbs) {
+        let on = OnQp {
+            pd: self.ib.pd as usize,
+            qpn: self.qpn(),
+        };
+        let mut after = After::default();
+        {
+            let mut s = self.inner.lock();
+            while s.state == QpState::Rts {
+                let prod = if self.user { s.sq.producer() } else { s.sq_prod };
+                if prod == s.sq_cons {
+                    break;
+                }
+                let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {
+                    break;
+                };
+                if !local_ops::is_local(w.opcode) {
+                    break;
+                }
+                let status = match local_ops::execute(v, &on, &w) {
+                    Ok(()) => abi::WC_SUCCESS,
+                    Err(status) => status,
+                };
+                s.sq_cons = s.sq_cons.wrapping_add(1);
+                s.sq.set_consumer(s.sq_cons);
+                if status != abi::WC_SUCCESS || w.send_flags & abi::SEND_SIGNALED != 0 {
+                    let cqe = self.cqe(w.wr_id, wc_opcode(w.opcode), status);
+                    // An overflow is reported on the CQ itself.
+                    let _ = self.send_cq().complete(&cqe, false);
+                }
+                if status != abi::WC_SUCCESS {
+                    self.enter(&mut s, QpState::Err, &mut after);
+                }
+            }
+        }
+        self.after(after);
     }
 
     /// Queue one send WQE of a kernel consumer (`sges` or `inline` data).

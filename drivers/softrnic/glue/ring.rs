@@ -169,11 +169,6 @@ impl Ring {
             .fetch_or(bits, Ordering::Release);
     }
 
-    pub(crate) fn clear_kernel_flags(&self, bits: u32) {
-        self.word(core::mem::offset_of!(QueueHeader, kernel_flags))
-            .fetch_and(!bits, Ordering::Release);
-    }
-
     fn slot(&self, index: u32, offset: usize, size: usize) -> Option<*mut u8> {
         if offset.checked_add(size)? > self.slot_bytes as usize {
             return None;

@@ -107,7 +107,6 @@ void softrnic_mmap_free(struct rdma_user_mmap_entry *entry);
 
 struct ib_umem *softrnic_umem_get(struct ib_device *dev, u64 addr, u64 len,
 				  int access, int *err);
-size_t softrnic_umem_num_pages(struct ib_umem *umem);
 
 void softrnic_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void softrnic_cq_event(struct ib_cq *cq, enum ib_event_type type);

@@ -25,12 +25,7 @@ impl Umem {
         let p = unsafe { b::softrnic_umem_get(dev, addr, len, access as i32, &mut err) };
         NonNull::new(p)
             .map(Umem)
-            .ok_or_else(|| Error::from_errno(if err < 0 { err } else { -14 }))
-    }
-
-    pub(crate) fn num_pages(&self) -> usize {
-        // SAFETY: live umem.
-        unsafe { b::softrnic_umem_num_pages(self.0.as_ptr()) }
+            .ok_or_else(|| Error::from_errno(if err < 0 { err } else { EFAULT.to_errno() }))
     }
 }
 

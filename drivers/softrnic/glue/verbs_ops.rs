@@ -676,11 +676,9 @@ pub(super) unsafe extern "C" fn create_qp(
             addr_of_mut!((*p).iwarp).write(iwarp);
             addr_of_mut!((*p).sig_all).write(init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR);
             addr_of_mut!((*p).caps).write(queues.caps);
-            (*p).bind_queues(
-                NonNull::new_unchecked(init.send_cq.cast()),
-                NonNull::new_unchecked(recv_cq.cast()),
-                NonNull::new(init.srq.cast()),
-            );
+            addr_of_mut!((*p).send_cq).write(NonNull::new_unchecked(init.send_cq.cast()));
+            addr_of_mut!((*p).recv_cq).write(NonNull::new_unchecked(recv_cq.cast()));
+            addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()));
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
         }
         let caps = queues.caps;
@@ -1231,14 +1229,16 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
         };
         mr::check_access(access)?;
         if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
+            // Only user MRs have a translation to replace (the kind never
+            // changes, so checking before pinning is enough).
+            if !matches!(m.inner.lock().kind, MrKind::User(_)) {
+                return Err(EINVAL);
+            }
             check_range(start, length, d.limits().max_mr_size)?;
             check_range(virt, length, u64::MAX)?;
             let umem = Umem::get(d.ib(), start, length, access)?;
             let old = {
                 let mut s = m.inner.lock();
-                if !matches!(s.kind, MrKind::User(_)) {
-                    return Err(EINVAL);
-                }
                 s.iova = virt;
                 s.length = length;
                 s.access = access;
@@ -1343,7 +1343,10 @@ extern "C" fn softrnic_mr_set_page(ibmr: *mut b::ib_mr, addr: u64) -> ffi::c_int
 
 /// # Safety
 /// See the module documentation.
-pub(super) unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, _udata: *mut b::ib_udata) -> ffi::c_int {
+pub(super) unsafe extern "C" fn alloc_mw(
+    ibmw: *mut b::ib_mw,
+    _udata: *mut b::ib_udata,
+) -> ffi::c_int {
     // SAFETY: an MW of our size on our device.
     let d = unsafe { dev((*ibmw).device) };
     let result = (|| -> Result {
@@ -1356,7 +1359,11 @@ pub(super) unsafe extern "C" fn alloc_mw(ibmw: *mut b::ib_mw, _udata: *mut b::ib
             pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(0));
         }
         // SAFETY: the MW stays valid until dealloc_mw erases and drains it.
-        match unsafe { d.verbs().mws.alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false) } {
+        match unsafe {
+            d.verbs()
+                .mws
+                .alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false)
+        } {
             Ok(index) => {
                 let rkey = mr::make_key(index);
                 // SAFETY: ours until we return; lookups read `inner` only

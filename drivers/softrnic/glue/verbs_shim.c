@@ -220,11 +220,6 @@ struct ib_umem *softrnic_umem_get(struct ib_device *dev, u64 addr, u64 len,
 	return umem;
 }
 
-size_t softrnic_umem_num_pages(struct ib_umem *umem)
-{
-	return ib_umem_num_pages(umem);
-}
-
 void softrnic_qp_event(struct ib_qp *qp, enum ib_event_type type)
 {
 	struct ib_event ev = {

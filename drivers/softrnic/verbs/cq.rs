@@ -87,7 +87,8 @@ impl CqState {
     }
 }
 
-/// What `Cq::push` asks its caller to do once the lock is dropped.
+/// What `CqState::push` found, for the caller to act on once the CQ lock
+/// is dropped.
 enum Pushed {
     Quiet,
     Notify,
@@ -95,10 +96,27 @@ enum Pushed {
     Dropped,
 }
 
+/// Events a caller owes a CQ after adding completions under its own lock
+/// (a QP's): delivered by `Cq::deliver` once every lock is dropped, so a
+/// consumer's handler may call straight back into the verbs.
+#[must_use]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Owed {
+    notify: bool,
+    overflow: bool,
+}
+
+impl Owed {
+    pub(crate) fn merge(&mut self, other: Owed) {
+        self.notify |= other.notify;
+        self.overflow |= other.overflow;
+    }
+}
+
 impl Cq {
-    /// Add a completion; raise the completion event if the CQ is armed for
-    /// it, or the CQ error event if it overflowed (the completion is lost).
-    pub(crate) fn complete(&self, cqe: &Cqe, solicited: bool) -> Result {
+    /// Add a completion.  Err: the CQ overflowed (it is now in error and
+    /// the completion is lost) or was already in error.
+    pub(crate) fn push(&self, cqe: &Cqe, solicited: bool) -> (Result, Owed) {
         // An unsuccessful completion wakes a solicited-only arm too (IBTA
         // 11.4.2.2).
         let solicited = solicited || cqe.status != abi::WC_SUCCESS;
@@ -107,17 +125,34 @@ impl Cq {
             s.push(cqe, solicited)
         };
         match pushed {
-            Pushed::Quiet => Ok(()),
-            Pushed::Notify => {
-                events::cq_notify(&self.ib);
-                Ok(())
-            }
-            Pushed::Overflow => {
-                pr_warn!("CQ overflow: completion lost, CQ in error\n");
-                events::cq_event(&self.ib, Event::CqErr);
-                Err(ENOSPC)
-            }
-            Pushed::Dropped => Err(ENOSPC),
+            Pushed::Quiet => (Ok(()), Owed::default()),
+            Pushed::Notify => (
+                Ok(()),
+                Owed {
+                    notify: true,
+                    overflow: false,
+                },
+            ),
+            Pushed::Overflow => (
+                Err(ENOSPC),
+                Owed {
+                    notify: false,
+                    overflow: true,
+                },
+            ),
+            Pushed::Dropped => (Err(ENOSPC), Owed::default()),
+        }
+    }
+
+    /// Raise what `push` found: the completion event of an armed CQ, the CQ
+    /// error event of an overflow.
+    pub(crate) fn deliver(&self, owed: Owed) {
+        if owed.overflow {
+            pr_warn!("CQ overflow: completion lost, CQ in error\n");
+            events::cq_event(&self.ib, Event::CqErr);
+        }
+        if owed.notify {
+            events::cq_notify(&self.ib);
         }
     }
 }

@@ -22,10 +22,7 @@ const ZERO_BASED: u32 = b::ib_access_flags_IB_ZERO_BASED as u32;
 
 /// Whether a send WQE is a local operation this module executes.
 pub(crate) fn is_local(opcode: u32) -> bool {
-    matches!(
-        opcode,
-        abi::WR_BIND_MW | abi::WR_LOCAL_INV | abi::WR_REG_MR
-    )
+    matches!(opcode, abi::WR_BIND_MW | abi::WR_LOCAL_INV | abi::WR_REG_MR)
 }
 
 /// The QP a local operation runs on: its PD and number.

@@ -46,8 +46,8 @@ pub(crate) enum MrKind {
     /// All of kernel memory (get_dma_mr): addresses are kernel virtual
     /// addresses (ib_core's virtual DMA).
     Dma,
-    /// Pinned user memory.
-    User(Umem),
+    /// Pinned user memory (held: dropping it unpins the pages).
+    User(#[allow(dead_code)] Umem),
     /// A fast-registration MR: a page list filled by map_mr_sg, made valid
     /// by a REG_MR work request.
     FastReg { pages: KVec<u64>, max_pages: u32 },
@@ -121,7 +121,8 @@ pub(crate) fn new_mr_inner(state: MrState) -> impl PinInit<SpinLockIrq<MrState>>
     new_spinlock_irq!(state, "softrnic_mr")
 }
 
-/// A memory window's binding.
+/// A memory window's binding (the transports check remote access against it).
+#[allow(dead_code)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct MwBinding {
     pub(crate) mr_index: u32,
@@ -168,5 +169,11 @@ unsafe impl Send for Mw {}
 
 /// Initialiser for `Mw::inner` (unbound, named by `rkey`).
 pub(crate) fn new_mw_inner(rkey: u32) -> impl PinInit<SpinLockIrq<MwState>> {
-    new_spinlock_irq!(MwState { rkey, binding: None }, "softrnic_mw")
+    new_spinlock_irq!(
+        MwState {
+            rkey,
+            binding: None
+        },
+        "softrnic_mw"
+    )
 }

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
 
 use super::ah::Av;
-use super::cq::Cq;
+use super::cq::{Cq, Owed};
 use super::local_ops::{self, OnQp};
 use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
@@ -60,9 +60,11 @@ pub(crate) struct Qp {
     pub(crate) iwarp: bool,
     pub(crate) sig_all: bool,
     pub(crate) caps: Caps,
-    send_cq: NonNull<Cq>,
-    recv_cq: NonNull<Cq>,
-    srq: Option<NonNull<Srq>>,
+    /// Set once at creation; ib_core holds a use count on each for the QP's
+    /// lifetime (destroying them first fails with EBUSY).
+    pub(crate) send_cq: NonNull<Cq>,
+    pub(crate) recv_cq: NonNull<Cq>,
+    pub(crate) srq: Option<NonNull<Srq>>,
     pub(crate) inner: SpinLockIrq<QpInner>,
 }
 
@@ -170,6 +172,8 @@ pub(crate) fn new_inner(inner: QpInner) -> impl PinInit<SpinLockIrq<QpInner>> {
 pub(crate) struct After {
     sq_drained: bool,
     last_wqe: bool,
+    send_cq: Owed,
+    recv_cq: Owed,
 }
 
 /// The completion opcode that answers a send opcode.
@@ -187,33 +191,15 @@ fn wc_opcode(wr_opcode: u32) -> u8 {
 }
 
 impl Qp {
-    /// # Safety
-    /// `send_cq`, `recv_cq` and `srq` outlive the QP (ib_core holds a use
-    /// count on each for the QP's lifetime).
-    pub(crate) unsafe fn bind_queues(
-        &mut self,
-        send_cq: NonNull<Cq>,
-        recv_cq: NonNull<Cq>,
-        srq: Option<NonNull<Srq>>,
-    ) {
-        self.send_cq = send_cq;
-        self.recv_cq = recv_cq;
-        self.srq = srq;
-    }
-
     fn send_cq(&self) -> &Cq {
-        // SAFETY: ib_core keeps the CQ alive while the QP exists (bind_queues).
+        // SAFETY: ib_core keeps the CQ alive while the QP exists (it holds a
+        // use count on it; create_qp stored the pointer).
         unsafe { self.send_cq.as_ref() }
     }
 
     fn recv_cq(&self) -> &Cq {
         // SAFETY: as in `send_cq`.
         unsafe { self.recv_cq.as_ref() }
-    }
-
-    pub(crate) fn srq(&self) -> Option<&Srq> {
-        // SAFETY: as in `send_cq`.
-        self.srq.map(|p| unsafe { &*p.as_ptr() })
     }
 
     pub(crate) fn qpn(&self) -> u32 {
@@ -241,7 +227,7 @@ impl Qp {
     }
 
     /// Complete every outstanding WQE of both queues with WR_FLUSH_ERR.
-    fn flush(&self, s: &mut QpInner) {
+    fn flush(&self, s: &mut QpInner, after: &mut After) {
         let sq_prod = if self.user {
             s.sq.producer()
         } else {
@@ -252,11 +238,11 @@ impl Qp {
             let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {
                 break;
             };
-            if self
+            let (r, owed) = self
                 .send_cq()
-                .complete(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false)
-                .is_err()
-            {
+                .push(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false);
+            after.send_cq.merge(owed);
+            if r.is_err() {
                 break;
             }
             s.sq_cons = s.sq_cons.wrapping_add(1);
@@ -270,11 +256,11 @@ impl Qp {
                 let Some(w) = rq.read::<RecvWqe>(s.rq_cons, 0) else {
                     break;
                 };
-                if self
+                let (r, owed) = self
                     .recv_cq()
-                    .complete(&self.flush_cqe(w.wr_id, abi::WC_RECV), false)
-                    .is_err()
-                {
+                    .push(&self.flush_cqe(w.wr_id, abi::WC_RECV), false);
+                after.recv_cq.merge(owed);
+                if r.is_err() {
                     break;
                 }
                 s.rq_cons = s.rq_cons.wrapping_add(1);
@@ -306,7 +292,7 @@ impl Qp {
         s.state = next;
         match next {
             QpState::Err if cur != QpState::Err => {
-                self.flush(s);
+                self.flush(s, after);
                 after.last_wqe = self.srq.is_some();
             }
             QpState::Reset => self.reset_queues(s),
@@ -316,7 +302,11 @@ impl Qp {
         }
     }
 
+    /// Raise what a state change or completions left owing, with no lock
+    /// held.
     pub(crate) fn after(&self, after: After) {
+        self.send_cq().deliver(after.send_cq);
+        self.recv_cq().deliver(after.recv_cq);
         if after.sq_drained {
             events::qp_event(&self.ib, Event::SqDrained);
         }
@@ -327,10 +317,14 @@ impl Qp {
 
     /// A doorbell or post on a QP in ERR: flush what was posted.
     pub(crate) fn flush_if_error(&self) {
-        let mut s = self.inner.lock();
-        if s.state == QpState::Err {
-            self.flush(&mut s);
+        let mut after = After::default();
+        {
+            let mut s = self.inner.lock();
+            if s.state == QpState::Err {
+                self.flush(&mut s, &mut after);
+            }
         }
+        self.after(after);
     }
 
     /// Run the local operations (bind, invalidate, fast-register) at the
@@ -346,7 +340,11 @@ impl Qp {
         {
             let mut s = self.inner.lock();
             while s.state == QpState::Rts {
-                let prod = if self.user { s.sq.producer() } else { s.sq_prod };
+                let prod = if self.user {
+                    s.sq.producer()
+                } else {
+                    s.sq_prod
+                };
                 if prod == s.sq_cons {
                     break;
                 }
@@ -365,7 +363,8 @@ impl Qp {
                 if status != abi::WC_SUCCESS || w.send_flags & abi::SEND_SIGNALED != 0 {
                     let cqe = self.cqe(w.wr_id, wc_opcode(w.opcode), status);
                     // An overflow is reported on the CQ itself.
-                    let _ = self.send_cq().complete(&cqe, false);
+                    let (_, owed) = self.send_cq().push(&cqe, false);
+                    after.send_cq.merge(owed);
                 }
                 if status != abi::WC_SUCCESS {
                     self.enter(&mut s, QpState::Err, &mut after);

@@ -21,7 +21,7 @@ pub(crate) fn fill_device_attr(t: Transport, node_guid: u64, a: &mut b::ib_devic
         | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
         | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
         | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW) as u64;
-    a.kernel_cap_flags = b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+    a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     a.max_send_sge = l.max_send_sge;
     a.max_recv_sge = l.max_recv_sge;
     a.max_sge_rd = l.max_sge_rd;
@@ -70,7 +70,7 @@ pub(crate) fn fill_port_attr(t: Transport, nd: Option<&NetDevice>, a: &mut b::ib
         Transport::Roce => limits::ROCE_GID_TABLE_LEN as i32,
         Transport::Iwarp => 1,
     };
-    a.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
+    a.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
     a.max_msg_sz = limits::MAX_MSG_SIZE;
     a.pkey_tbl_len = 1;
     a.max_vl_num = 1;

@@ -99,6 +99,37 @@ int main(int argc, char **argv)
 
 	ret = ibv_dealloc_pd(pd);
 	result("dealloc_pd_after_release", ret == 0, "dealloc", ret);
+
+	/*
+	 * Objects of another context: a PD handle that exists only in the
+	 * first context, used through a second one, finds nothing there.
+	 */
+	struct ibv_context *ctx2 = ibv_open_device(ctx->device);
+	struct ibv_pd *pds[3];
+	for (i = 0; i < 3; i++)
+		pds[i] = ibv_alloc_pd(ctx);
+	struct ibv_pd *pd2 = ctx2 ? ibv_alloc_pd(ctx2) : NULL;
+	if (pds[0] && pds[1] && pds[2] && pd2) {
+		struct ibv_pd foreign = *pds[2];
+
+		foreign.context = ctx2;
+		errno = 0;
+		mr = ibv_reg_mr(&foreign, buf, sizeof(buf), 0);
+		ret = mr ? 0 : errno;
+		result("pd_of_another_context_is_rejected", !mr && ret != 0,
+		       "MR through another context's PD handle", ret);
+		if (mr)
+			ibv_dereg_mr(mr);
+	} else {
+		result("pd_of_another_context_is_rejected", 0, "setup", errno);
+	}
+	for (i = 0; i < 3; i++)
+		if (pds[i])
+			ibv_dealloc_pd(pds[i]);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	if (ctx2)
+		ibv_close_device(ctx2);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
 	return failures != 0;

@@ -267,6 +267,29 @@ def qp_to_error_flushes_every_receive():
         mr.close()
 
 
+@check
+def qp_destroy_while_busy():
+    """Destroying a QP with work outstanding discards it: no completion
+    appears afterwards, and the CQ stays usable."""
+    with Context(name=ROCE) as ctx, PD(ctx) as pd, CQ(ctx, 64) as cq:
+        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        qp = rc_qp(pd, cq, send_wr=16, recv_wr=16)
+        to_init(qp)
+        for i in range(8):
+            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        qp.close()
+        n, _ = cq.poll(64)
+        want(n == 0, f'{n} completions from a destroyed QP')
+        qp = rc_qp(pd, cq)
+        to_init(qp)
+        qp.post_recv(RecvWR(wr_id=5, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        to_err(qp)
+        n, wcs = cq.poll(4)
+        want(n == 1 and wcs[0].wr_id == 5, 'CQ unusable after a busy QP was destroyed')
+        qp.close()
+        mr.close()
+
+
 # --- SRQ -----------------------------------------------------------------
 
 @check

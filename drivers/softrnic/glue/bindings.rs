@@ -11,6 +11,11 @@
     unsafe_op_in_unsafe_fn,
     improper_ctypes,
     clippy::all,
+    // Generated code: the lints the kernel turns on beyond clippy::all.
+    clippy::undocumented_unsafe_blocks,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
     unreachable_pub,
     missing_docs,
     rustdoc::all

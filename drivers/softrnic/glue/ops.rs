@@ -72,13 +72,13 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         modify_ah: Some(v::modify_ah),
         query_ah: Some(v::query_ah),
         destroy_ah: Some(v::destroy_ah),
-        size_ib_ucontext: size_of::<Ucontext>() as _,
-        size_ib_pd: size_of::<crate::verbs::Pd>() as _,
-        size_ib_cq: size_of::<crate::verbs::cq::Cq>() as _,
-        size_ib_qp: size_of::<crate::verbs::qp::Qp>() as _,
-        size_ib_srq: size_of::<crate::verbs::srq::Srq>() as _,
-        size_ib_mw: size_of::<crate::verbs::mr::Mw>() as _,
-        size_ib_ah: size_of::<crate::verbs::ah::Ah>() as _,
+        size_ib_ucontext: size_of::<Ucontext>(),
+        size_ib_pd: size_of::<crate::verbs::Pd>(),
+        size_ib_cq: size_of::<crate::verbs::cq::Cq>(),
+        size_ib_qp: size_of::<crate::verbs::qp::Qp>(),
+        size_ib_srq: size_of::<crate::verbs::srq::Srq>(),
+        size_ib_mw: size_of::<crate::verbs::mr::Mw>(),
+        size_ib_ah: size_of::<crate::verbs::ah::Ah>(),
         ..Default::default()
     }
 }

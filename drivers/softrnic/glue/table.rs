@@ -197,7 +197,7 @@ impl<T> Table<T> {
             b::softrnic_table_write(
                 self.xa.get(),
                 index,
-                (v as *const V).cast(),
+                core::ptr::from_ref(v).cast(),
                 offset,
                 size_of::<V>(),
             )

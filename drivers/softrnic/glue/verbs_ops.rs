@@ -61,7 +61,7 @@ pub(super) fn respond<T: Copy>(udata: *mut b::ib_udata, resp: &T) -> Result {
         return Ok(());
     }
     // SAFETY: `resp` is `len` readable bytes; the shim checks the user buffer.
-    check(unsafe { b::softrnic_copy_to_udata(udata, (resp as *const T).cast(), len) })
+    check(unsafe { b::softrnic_copy_to_udata(udata, core::ptr::from_ref(resp).cast(), len) })
 }
 
 /// Read a driver command from udata; a shorter input is zero-extended.
@@ -74,7 +74,9 @@ fn command<T: Copy + Default>(udata: *mut b::ib_udata) -> Result<T> {
     let len = core::cmp::min(unsafe { b::softrnic_udata_inlen(udata) }, size_of::<T>());
     if len > 0 {
         // SAFETY: `cmd` has room for `len` bytes; the shim checks the source.
-        check(unsafe { b::softrnic_copy_from_udata((&mut cmd as *mut T).cast(), udata, len) })?;
+        check(unsafe {
+            b::softrnic_copy_from_udata(core::ptr::from_mut(&mut cmd).cast(), udata, len)
+        })?;
     }
     Ok(cmd)
 }
@@ -220,7 +222,7 @@ fn wc_opcode_to_ib(op: u8) -> b::ib_wc_opcode {
     match op {
         abi::WC_REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
         // The other codes are the uverbs values ib_wc_opcode is defined by.
-        other => other as b::ib_wc_opcode,
+        other => b::ib_wc_opcode::from(other),
     }
 }
 
@@ -294,7 +296,7 @@ pub(super) unsafe extern "C" fn req_notify_cq(
 ) -> ffi::c_int {
     // SAFETY: a live CQ of ours.
     let c = unsafe { cq_ref(ibcq) };
-    c.inner.lock().arm(flags as u32)
+    c.inner.lock().arm(flags)
 }
 
 // ---------------------------------------------------------------------------
@@ -527,7 +529,7 @@ pub(super) unsafe extern "C" fn modify_srq(
                 check(unsafe {
                     b::softrnic_copy_to_user(
                         cmd.queue_info_addr,
-                        (&info as *const abi::QueueInfo).cast(),
+                        core::ptr::from_ref(&info).cast(),
                         size_of::<abi::QueueInfo>(),
                     )
                 })?;
@@ -587,9 +589,10 @@ pub(super) unsafe extern "C" fn post_srq_recv(
     while !cur.is_null() {
         // SAFETY: a valid WR chain from a kernel consumer.
         let w = unsafe { &*cur };
+        // SAFETY: wr_id and wr_cqe share the union; we keep the bits.
+        let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
         // SAFETY: as above; `recv_sges` checks the count.
-        let r = unsafe { recv_sges(w) }
-            .and_then(|sges| st.post(unsafe { w.__bindgen_anon_1.wr_id }, sges));
+        let r = unsafe { recv_sges(w) }.and_then(|sges| st.post(wr_id, sges));
         if let Err(e) = r {
             // SAFETY: `bad` is writable (contract).
             unsafe { *bad = cur };
@@ -913,7 +916,7 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             wqe.opcode = opcode;
             if ud {
                 // SAFETY: UD/GSI send WRs are ib_ud_wr.
-                let u = unsafe { &*(w as *const b::ib_send_wr).cast::<b::ib_ud_wr>() };
+                let u = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_ud_wr>() };
                 if u.ah.is_null() {
                     return Err(EINVAL);
                 }
@@ -931,7 +934,7 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
         | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
         | b::ib_wr_opcode_IB_WR_RDMA_READ => {
             // SAFETY: RDMA WRs are ib_rdma_wr.
-            let r = unsafe { &*(w as *const b::ib_send_wr).cast::<b::ib_rdma_wr>() };
+            let r = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
             wqe.opcode = opcode;
             wqe.remote_addr = r.remote_addr;
             wqe.rkey = r.rkey;
@@ -940,7 +943,7 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             if !q.iwarp =>
         {
             // SAFETY: atomic WRs are ib_atomic_wr.
-            let a = unsafe { &*(w as *const b::ib_send_wr).cast::<b::ib_atomic_wr>() };
+            let a = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_atomic_wr>() };
             wqe.opcode = opcode;
             wqe.remote_addr = a.remote_addr;
             wqe.rkey = a.rkey;
@@ -949,7 +952,7 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
         }
         b::ib_wr_opcode_IB_WR_REG_MR => {
             // SAFETY: REG_MR WRs are ib_reg_wr.
-            let r = unsafe { &*(w as *const b::ib_send_wr).cast::<b::ib_reg_wr>() };
+            let r = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_reg_wr>() };
             if r.mr.is_null() {
                 return Err(EINVAL);
             }
@@ -1059,9 +1062,10 @@ pub(super) unsafe extern "C" fn post_recv(
             let r = if q.user {
                 Err(EINVAL)
             } else {
-                // SAFETY: sg_list holds num_sge entries; wr_id is the union's bits.
-                unsafe { recv_sges(w) }
-                    .and_then(|sges| q.post_recv(&mut s, unsafe { w.__bindgen_anon_1.wr_id }, sges))
+                // SAFETY: wr_id and wr_cqe share the union; we keep the bits.
+                let wr_id = unsafe { w.__bindgen_anon_1.wr_id };
+                // SAFETY: sg_list holds num_sge entries (kernel consumer).
+                unsafe { recv_sges(w) }.and_then(|sges| q.post_recv(&mut s, wr_id, sges))
             };
             if let Err(e) = r {
                 // SAFETY: `bad` is writable.
@@ -1250,7 +1254,7 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
             // A new access on the old pages: they must have been pinned
             // writable if the new access writes.
             let mut s = m.inner.lock();
-            let writes = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32;
+            let writes = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
             if access & writes != 0 && old_access & writes == 0 {
                 return Err(EINVAL);
             }

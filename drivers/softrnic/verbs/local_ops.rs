@@ -13,12 +13,12 @@ use super::{DeviceVerbs, MW_INDEX_BASE};
 use crate::abi::{self, SendWqe};
 use crate::glue::bindings as b;
 
-const LOCAL_WRITE: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32;
-const REMOTE_WRITE: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32;
-const REMOTE_READ: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_READ as u32;
-const REMOTE_ATOMIC: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32;
-const MW_BIND: u32 = b::ib_access_flags_IB_ACCESS_MW_BIND as u32;
-const ZERO_BASED: u32 = b::ib_access_flags_IB_ZERO_BASED as u32;
+const LOCAL_WRITE: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
+const REMOTE_WRITE: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
+const REMOTE_READ: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_READ;
+const REMOTE_ATOMIC: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+const MW_BIND: u32 = b::ib_access_flags_IB_ACCESS_MW_BIND;
+const ZERO_BASED: u32 = b::ib_access_flags_IB_ZERO_BASED;
 
 /// Whether a send WQE is a local operation this module executes.
 pub(crate) fn is_local(opcode: u32) -> bool {

@@ -13,13 +13,13 @@ use crate::glue::umem::Umem;
 
 /// The access flags a memory region or window may carry (ib_access_flags);
 /// anything else is EOPNOTSUPP (e.g. ON_DEMAND: softrnic pins).
-pub(crate) const MR_ACCESS_SUPPORTED: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32
-    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32
-    | b::ib_access_flags_IB_ACCESS_REMOTE_READ as u32
-    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32
-    | b::ib_access_flags_IB_ACCESS_MW_BIND as u32
-    | b::ib_access_flags_IB_ZERO_BASED as u32
-    | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING as u32;
+pub(crate) const MR_ACCESS_SUPPORTED: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
+    | b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+    | b::ib_access_flags_IB_ACCESS_REMOTE_READ
+    | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
+    | b::ib_access_flags_IB_ACCESS_MW_BIND
+    | b::ib_access_flags_IB_ZERO_BASED
+    | b::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
 
 /// Check MR access flags: unknown bits → EOPNOTSUPP; remote write or remote
 /// atomic without local write → EINVAL (IBTA 10.6.3.1 C10-88).
@@ -27,11 +27,9 @@ pub(crate) fn check_access(access: u32) -> Result {
     if access & !MR_ACCESS_SUPPORTED != 0 {
         return Err(EOPNOTSUPP);
     }
-    let needs_local_write = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE as u32
-        | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC as u32;
-    if access & needs_local_write != 0
-        && access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE as u32 == 0
-    {
+    let needs_local_write =
+        b::ib_access_flags_IB_ACCESS_REMOTE_WRITE | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+    if access & needs_local_write != 0 && access & b::ib_access_flags_IB_ACCESS_LOCAL_WRITE == 0 {
         return Err(EINVAL);
     }
     Ok(())

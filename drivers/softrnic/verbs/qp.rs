@@ -220,7 +220,7 @@ impl Qp {
             kernel_qp: if self.user {
                 0
             } else {
-                &self.ib as *const _ as u64
+                core::ptr::from_ref(&self.ib) as u64
             },
             ..Cqe::default()
         }
@@ -464,7 +464,7 @@ pub(crate) fn apply_attrs(
             | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
             | b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
             | b::ib_access_flags_IB_ACCESS_MW_BIND;
-        if raw.qp_access_flags as u32 & !(allowed as u32) != 0 {
+        if raw.qp_access_flags as u32 & !allowed != 0 {
             return Err(EINVAL);
         }
         n.access = raw.qp_access_flags as u32;

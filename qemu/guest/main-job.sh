@@ -25,8 +25,11 @@ for n in 0 1 2 3; do
     [ "$g" = 0000:0000:0000:0000:0000:0000:0000:0000 ] && continue
     echo "  $n: $g ($(cat /sys/class/infiniband/sr0/ports/1/gid_attrs/types/$n))"
 done
+echo "== verbs objects through libibverbs and the softrnic provider"
+python3 /src/qemu/guest/verbs_demo.py sr0 si0
 echo "== (data traffic arrives with the RoCE engine issue)"
 rdma link del sr0
 rdma link del si0
 rmmod softrnic
+dmesg | grep 'softrnic: .*live objects at unload' | tail -n 1
 echo "== softrnic unloaded cleanly"

@@ -71,7 +71,7 @@ if ! setup; then
 fi
 timeout 300 python3 $CHECKS sr0 si0
 if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
-    timeout 30 /tmp/verbs_bad sr0
+    timeout 120 /tmp/verbs_bad sr0 --limits
     timeout 30 /tmp/verbs_bad si0 | sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/'
 else
     echo "FAIL verbs_bad_build: gcc failed"

@@ -4,10 +4,12 @@
  * first and hides handles): destroying objects still in use, and destroying
  * an object twice at the uverbs ABI.  Compiled in the guest by verbs.sh.
  *
- * usage: verbs_bad DEVICE   — prints "PASS name" / "FAIL name: why".
+ * usage: verbs_bad DEVICE [--limits]   — prints "PASS name" / "FAIL name: why".
+ * --limits also fills the device's memory-window table to max_mw.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
@@ -43,6 +45,37 @@ static int raw_destroy_cq(struct ibv_context *ctx, uint32_t handle)
 	if (write(ctx->cmd_fd, &req, sizeof(req)) != sizeof(req))
 		return errno;
 	return 0;
+}
+
+/*
+ * Allocate memory windows until the device refuses: exactly max_mw succeed,
+ * the next one fails with ENOMEM, and all of them free again.
+ */
+static void mw_limit(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	struct ibv_device_attr attr;
+	struct ibv_mw **mws;
+	int n = 0, err = 0, i;
+
+	if (ibv_query_device(ctx, &attr) || attr.max_mw <= 0) {
+		result("mw_limit_enforced", 0, "query_device", errno);
+		return;
+	}
+	mws = calloc(attr.max_mw + 1, sizeof(*mws));
+	while (mws && n <= attr.max_mw) {
+		mws[n] = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+		if (!mws[n]) {
+			err = errno;
+			break;
+		}
+		n++;
+	}
+	printf("    allocated %d of max_mw %d, then errno %d\n", n, attr.max_mw, err);
+	result("mw_limit_enforced", n == attr.max_mw && err == ENOMEM,
+	       "max_mw windows then ENOMEM", err);
+	for (i = 0; i < n; i++)
+		ibv_dealloc_mw(mws[i]);
+	free(mws);
 }
 
 int main(int argc, char **argv)
@@ -96,6 +129,9 @@ int main(int argc, char **argv)
 	ret = raw_destroy_cq(ctx, cq2->handle);
 	/* ib_uverbs finds no object under the handle: ENOENT. */
 	result("double_destroy_is_enoent", ret == ENOENT, "second DESTROY_CQ of one handle", ret);
+
+	if (argc > 2 && !strcmp(argv[2], "--limits"))
+		mw_limit(ctx, pd);
 
 	ret = ibv_dealloc_pd(pd);
 	result("dealloc_pd_after_release", ret == 0, "dealloc", ret);

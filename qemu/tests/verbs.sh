@@ -54,6 +54,39 @@ test_kernel_consumer_gsi_qp() {
     rdma resource show pd dev sr0 | grep -q 'local_dma_lkey' || fail "no ib_core PD"
 }
 
+# rdma_cm on an iWARP device: connection management is not there yet; it
+# must refuse cleanly (iw_cm calls the device's iw_* ops unguarded).
+test_rdma_cm_on_iwarp_refuses_cleanly() {
+    ip addr add 10.0.5.1/24 dev vv1
+    timeout 20 rping -s -a 10.0.5.1 -C 1 > /tmp/rping.out 2>&1
+    rc=$?
+    cat /tmp/rping.out
+    [ $rc != 124 ] || fail "rping server hung"
+    [ $rc != 0 ] || fail "rping server succeeded without iWARP connection management"
+}
+
+# rdma_cm on a RoCE device: the CM REQ goes out on ib_mad's GSI QP (no
+# transport yet, so nobody answers); killing the client and removing the
+# device must not wait for that MAD forever.
+test_rdma_cm_on_roce_then_device_removal() {
+    # The peer end lives in its own namespace, without an RDMA device: it
+    # answers ARP (so the CM REQ is sent) and nothing else.
+    ip netns add cmpeer
+    ip link add vc0 type veth peer name vc1 netns cmpeer && ip link set vc0 up
+    ip -n cmpeer addr add 10.0.6.2/24 dev vc1 && ip -n cmpeer link set vc1 up
+    ip addr add 10.0.6.1/24 dev vc0
+    rdma link add sc0 type softrnic_roce netdev vc0 || fail "link add"
+    wait_for 'ibv_devinfo -d sc0 | grep -q PORT_ACTIVE'
+    timeout 8 rping -c -a 10.0.6.2 -C 1 -v > /tmp/rping.out 2>&1
+    echo "rping client: $?"
+    cat /tmp/rping.out
+    grep -q ADDR_ERROR /tmp/rping.out && fail "address resolution failed: no CM REQ was sent"
+
+    timeout 60 rdma link del sc0 || fail "rdma link del hung or failed"
+    ip link del vc0
+    ip netns del cmpeer
+}
+
 test_no_object_leaks_at_unload() {
     # Everything above created and destroyed objects; ib_core's own (MAD
     # QP, CQ, PD, DMA MR) go with the devices.
@@ -81,4 +114,4 @@ for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error 
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done
 run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
-    test_no_object_leaks_at_unload
+    test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal test_no_object_leaks_at_unload

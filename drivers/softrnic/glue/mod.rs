@@ -6,6 +6,7 @@
 
 pub(crate) mod bindings;
 pub(crate) mod events;
+mod iw_ops;
 mod ops;
 pub(crate) mod ring;
 pub(crate) mod table;

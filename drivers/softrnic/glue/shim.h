@@ -13,6 +13,7 @@
 #include <linux/inetdevice.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_mad.h>
+#include <rdma/iw_cm.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>

@@ -486,6 +486,14 @@ def ah_from_gid_and_bad_ah():
         idx, gid = roce_gid_index(ctx)
         ah = AH(pd, attr=AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=idx)))
         ah.close()
+        # An IPv6 (link-local) source GID with an IPv6 destination works; a
+        # destination of the other family does not.
+        v6 = next(i for i in range(ctx.query_port(1).gid_tbl_len)
+                  if str(ctx.query_gid(1, i)).startswith('fe80'))
+        v6gid = ctx.query_gid(1, v6)
+        AH(pd, attr=AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=v6gid, sgid_index=v6))).close()
+        expect_errno(errno.EINVAL, AH, pd,
+                     attr=AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=v6)))
         # RoCE needs a GRH.
         expect_errno(errno.EINVAL, AH, pd, attr=AHAttr(port_num=1, is_global=0, dlid=1))
     with Context(name=IWARP) as ctx, PD(ctx) as pd:

@@ -109,7 +109,8 @@ if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
 else
     echo "FAIL verbs_bad_build: gcc failed"
 fi
-for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel; do
+for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel \
+          event_arm_survives_cq_resize; do
     out=$(timeout 30 python3 $CHECKS sr0 si0 $ev 2>&1)
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done

@@ -263,6 +263,11 @@ def qp_to_error_flushes_every_receive():
         for i, w in enumerate(wcs):
             want(w.status == e.IBV_WC_WR_FLUSH_ERR, f'status {w.status}')
             want(w.wr_id == 100 + i and w.qp_num == qp.qp_num, 'wrong wr_id/qp_num')
+        # A receive posted to a QP already in ERR is flushed too.
+        qp.post_recv(RecvWR(wr_id=999, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        n, wcs = cq.poll(4)
+        want(n == 1 and wcs[0].wr_id == 999 and wcs[0].status == e.IBV_WC_WR_FLUSH_ERR,
+             f'receive posted in ERR: {n} completions')
         qp.close()
         mr.close()
 
@@ -307,6 +312,11 @@ def srq_bad_sizes_limit_and_resize():
         want(srq.query().srq_limit == 3, 'limit not kept')
         srq.modify(SrqAttr(max_wr=100), e.IBV_SRQ_MAX_WR)
         want(srq.query().max_wr >= 100, 'resize not kept')
+        # A resize whose new limit does not fit fails and changes nothing.
+        before = srq.query().max_wr
+        expect_errno(errno.EINVAL, srq.modify, SrqAttr(max_wr=20, srq_limit=500),
+                     e.IBV_SRQ_MAX_WR | e.IBV_SRQ_LIMIT)
+        want(srq.query().max_wr == before and srq.query().srq_limit == 3, 'failed modify changed the SRQ')
         srq.close()
 
 
@@ -580,6 +590,29 @@ def event_completion_channel():
         cq.ack_events(1)
         n, wcs = cq.poll(4)
         want(n == 1 and wcs[0].wr_id == 7, f'{n} completions after the event')
+        qp.close()
+        mr.close()
+        cq.close()
+        ch.close()
+
+
+@check
+def event_arm_survives_cq_resize():
+    """An arm made before ibv_resize_cq still fires on the resized CQ."""
+    with Context(name=ROCE) as ctx, PD(ctx) as pd:
+        ch = CompChannel(ctx)
+        cq = CQ(ctx, 8, None, ch, 0)
+        qp = rc_qp(pd, cq)
+        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+        to_init(qp)
+        qp.post_recv(RecvWR(wr_id=8, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
+        cq.req_notify()
+        cq.resize(64)
+        to_err(qp)
+        ch.get_cq_event(cq)
+        cq.ack_events(1)
+        n, wcs = cq.poll(4)
+        want(n == 1 and wcs[0].wr_id == 8, f'{n} completions after the event')
         qp.close()
         mr.close()
         cq.close()

@@ -17,6 +17,9 @@ fn main() {
     );
     println!("cargo:rerun-if-env-changed=RDMA_CORE_SRC");
     println!("cargo:rerun-if-changed=src/wrapper.h");
+    for h in ["infiniband/driver.h", "infiniband/kern-abi.h", "config.h"] {
+        println!("cargo:rerun-if-changed={}", inc.join(h).display());
+    }
 
     let bindings = bindgen::Builder::default()
         .header("src/wrapper.h")

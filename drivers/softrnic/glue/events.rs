@@ -5,9 +5,10 @@
 
 use super::bindings as b;
 
-/// The IBTA asynchronous events softrnic raises.  QP fatal / request /
-/// access errors, communication established and SRQ limit come from the
-/// transports (they need traffic); the verbs layer raises the rest.
+/// The IBTA asynchronous events softrnic raises.  QP request / access
+/// errors, communication established and SRQ limit come from the transports
+/// (they need traffic); the verbs layer raises the rest (QP fatal: a user
+/// ring found corrupt).
 #[allow(dead_code)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Event {

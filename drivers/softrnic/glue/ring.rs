@@ -110,10 +110,6 @@ impl Ring {
         self.slots
     }
 
-    pub(crate) fn slot_bytes(&self) -> u32 {
-        self.slot_bytes
-    }
-
     /// Where user space maps this ring (zero for a kernel ring).
     pub(crate) fn info(&self) -> QueueInfo {
         let key = match self.owner {
@@ -169,6 +165,33 @@ impl Ring {
             .fetch_or(bits, Ordering::Release);
     }
 
+    /// Copy slot `from` of this ring into slot `at` of `to` (as many bytes
+    /// as the smaller slot holds): moving entries to a resized ring.
+    pub(crate) fn copy_slot(&self, from: u32, to: &Ring, at: u32) -> Option<()> {
+        let n = core::cmp::min(self.slot_bytes, to.slot_bytes) as usize;
+        let src = self.slot(from, 0, n)?;
+        let dst = to.slot(at, 0, n)?;
+        // SAFETY: both ranges are in bounds (see `slot`) and in two distinct
+        // rings (`to` is borrowed separately from `self`).
+        unsafe { core::ptr::copy_nonoverlapping(src, dst, n) };
+        Some(())
+    }
+
+    /// Carry a CQ's arm words over to its resized ring.  These words belong
+    /// to user space; the kernel writes them only while the provider holds
+    /// its CQ lock around the resize command, so nothing races.
+    pub(crate) fn copy_arm_from(&self, old: &Ring) {
+        let seq = core::mem::offset_of!(QueueHeader, arm_seq);
+        let flags = core::mem::offset_of!(QueueHeader, arm_flags);
+        self.word(flags).store(old.arm_flags(), Ordering::Relaxed);
+        self.word(seq).store(old.arm_seq(), Ordering::Release);
+    }
+
+    pub(crate) fn clear_kernel_flags(&self, bits: u32) {
+        self.word(core::mem::offset_of!(QueueHeader, kernel_flags))
+            .fetch_and(!bits, Ordering::Release);
+    }
+
     fn slot(&self, index: u32, offset: usize, size: usize) -> Option<*mut u8> {
         if offset.checked_add(size)? > self.slot_bytes as usize {
             return None;
@@ -187,14 +210,6 @@ impl Ring {
         // an unaligned read because user space chooses nothing about the
         // layout but offsets may still be odd for inline data.
         Some(unsafe { p.cast::<T>().read_unaligned() })
-    }
-
-    /// Copy `out.len()` bytes at `offset` in slot `index` (inline data).
-    pub(crate) fn read_bytes(&self, index: u32, offset: usize, out: &mut [u8]) -> Option<()> {
-        let p = self.slot(index, offset, out.len())?;
-        // SAFETY: in-bounds source; `out` is a distinct kernel buffer.
-        unsafe { core::ptr::copy_nonoverlapping(p, out.as_mut_ptr(), out.len()) };
-        Some(())
     }
 
     /// Store `v` at `offset` in slot `index`.

@@ -73,13 +73,14 @@ void softrnic_ref_drain(struct softrnic_ref *ref);
 
 void softrnic_table_init(struct xarray *xa);
 void softrnic_table_destroy(struct xarray *xa);
-int softrnic_table_alloc(struct xarray *xa, u32 *index, void *entry, u32 min,
-			 u32 max, u32 *next, bool atomic);
+int softrnic_table_reserve(struct xarray *xa, u32 *index, u32 min, u32 max,
+			   u32 *next, bool atomic);
+int softrnic_table_reserve_at(struct xarray *xa, u32 index);
+void softrnic_table_publish(struct xarray *xa, u32 index, void *entry);
 bool softrnic_table_write(struct xarray *xa, u32 index, const void *src,
 			  size_t offset, size_t len);
 bool softrnic_table_copy(struct xarray *xa, u32 index, void *dst,
 			 size_t offset, size_t len);
-int softrnic_table_insert(struct xarray *xa, u32 index, void *entry);
 void softrnic_table_erase(struct xarray *xa, u32 index);
 void *softrnic_table_get(struct xarray *xa, u32 index, size_t ref_offset);
 

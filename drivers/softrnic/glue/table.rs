@@ -117,45 +117,37 @@ impl<T> Table<T> {
         unsafe { b::softrnic_table_destroy(self.xa.get()) }
     }
 
-    /// Insert `obj` at a free index in `min..=max` (cyclic, so a freed number
-    /// is not reused at once).
-    ///
-    /// # Safety
-    /// `obj` stays valid until it is erased from the table and drained.
-    /// `atomic`: the caller may not sleep (allocate with GFP_ATOMIC).
-    pub(crate) unsafe fn alloc(
-        &self,
-        obj: *const T,
-        min: u32,
-        max: u32,
-        atomic: bool,
-    ) -> Result<u32> {
+    /// Reserve a free index in `min..=max` (cyclic, so a freed number is
+    /// not reused at once).  Lookups find nothing there until `publish`.
+    /// `atomic`: the caller may not sleep.
+    pub(crate) fn reserve(&self, min: u32, max: u32, atomic: bool) -> Result<u32> {
         let mut index = 0u32;
-        // SAFETY: initialised xarray; `obj` outlives its entry (contract).
+        // SAFETY: initialised xarray; the cursor is only touched under its lock.
         check(unsafe {
-            b::softrnic_table_alloc(
-                self.xa.get(),
-                &mut index,
-                obj as *mut _,
-                min,
-                max,
-                self.next.get(),
-                atomic,
-            )
+            b::softrnic_table_reserve(self.xa.get(), &mut index, min, max, self.next.get(), atomic)
         })
         .map_err(|e| if e == EBUSY { ENOMEM } else { e })?;
         Ok(index)
     }
 
-    /// Insert `obj` at exactly `index`.
-    ///
-    /// # Safety
-    /// As for `alloc`.
-    pub(crate) unsafe fn insert(&self, index: u32, obj: *const T) -> Result {
-        // SAFETY: as in `alloc`.
-        check(unsafe { b::softrnic_table_insert(self.xa.get(), index, obj as *mut _) })
+    /// Reserve exactly `index` (EBUSY if it is taken).
+    pub(crate) fn reserve_at(&self, index: u32) -> Result {
+        // SAFETY: initialised xarray.
+        check(unsafe { b::softrnic_table_reserve_at(self.xa.get(), index) })
     }
 
+    /// Make `obj` findable at the `index` reserved for it.
+    ///
+    /// # Safety
+    /// `obj` is fully initialised and stays valid until it is erased from
+    /// the table (and, for `Keyed` objects, drained).
+    pub(crate) unsafe fn publish(&self, index: u32, obj: *const T) {
+        // SAFETY: initialised xarray; the slot was reserved, so storing
+        // needs no allocation.
+        unsafe { b::softrnic_table_publish(self.xa.get(), index, obj as *mut _) }
+    }
+
+    /// Remove the object (or reservation) at `index`.
     pub(crate) fn erase(&self, index: u32) {
         // SAFETY: initialised xarray.
         unsafe { b::softrnic_table_erase(self.xa.get(), index) }

@@ -194,10 +194,28 @@ pub(super) unsafe extern "C" fn resize_user_cq(
         let next = CqState::new(user_ctx(udata), cqe, d.limits().max_cqe)?;
         let info = next.info();
         let depth = next.depth();
-        let old = c.inner.lock().resize(next)?;
-        drop(old);
-        // SAFETY: ib_core serialises resize with other CQ commands.
-        unsafe { (*ibcq).cqe = depth as i32 };
+        let swapped = {
+            let mut st = c.inner.lock();
+            let r = st.resize(next);
+            if r.is_ok() {
+                // SAFETY: a live CQ; ib_uverbs runs resizes of one CQ
+                // concurrently (read lock only), so `cqe` is written under
+                // our CQ lock, with the swap.
+                unsafe { (*ibcq).cqe = depth as i32 };
+            }
+            r
+        };
+        // Rings are dropped here, outside the lock (removing a user ring's
+        // mmap entry may sleep).
+        match swapped {
+            Ok(old) => drop(old),
+            Err((e, unused)) => {
+                drop(unused);
+                return Err(e);
+            }
+        }
+        // The resize is committed: if this copy fails, user space keeps its
+        // old (still mapped, no longer written) ring.
         respond(udata, &abi::CreateCqResp { cq: info })
     })();
     errno(result)
@@ -376,18 +394,18 @@ pub(super) unsafe extern "C" fn create_ah(
         let av = av_from(unsafe { &*init.ah_attr })?;
         d.verbs().charge(Kind::Ah, d.limits())?;
         let p = ibah.cast::<Ah>();
-        // SAFETY: our AH memory, not yet visible to anyone else.
-        unsafe { addr_of_mut!((*p).av).write(av) };
-        // SAFETY: the AH stays valid until destroy_ah erases it.
-        let num = match unsafe { d.verbs().ahs.alloc(p, 1, d.limits().max_ah, atomic) } {
+        let num = match d.verbs().ahs.reserve(1, d.limits().max_ah, atomic) {
             Ok(n) => n,
             Err(e) => {
                 d.verbs().uncharge(Kind::Ah);
                 return Err(e);
             }
         };
-        // SAFETY: as above.
-        unsafe { (*p).num = num };
+        // SAFETY: our AH memory, not yet published: nobody else reads it.
+        unsafe {
+            addr_of_mut!((*p).av).write(av);
+            (*p).num = num;
+        }
         if let Err(e) = respond(
             udata,
             &abi::CreateAhResp {
@@ -399,6 +417,8 @@ pub(super) unsafe extern "C" fn create_ah(
             d.verbs().uncharge(Kind::Ah);
             return Err(e);
         }
+        // SAFETY: fully built; valid until destroy_ah erases it.
+        unsafe { d.verbs().ahs.publish(num, p) };
         Ok(())
     })();
     errno(result)
@@ -512,31 +532,55 @@ pub(super) unsafe extern "C" fn modify_srq(
     if mask & !known != 0 {
         return EINVAL.to_errno();
     }
+    let limit = (mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0).then_some(a.srq_limit);
     let result = (|| -> Result {
-        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            let uctx = user_ctx(udata);
-            let cmd: abi::ModifySrqCmd = command(udata)?;
-            if uctx.is_some() && cmd.queue_info_addr == 0 {
-                return Err(EINVAL);
+        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR == 0 {
+            if let Some(limit) = limit {
+                s.inner.lock().set_limit(limit)?;
             }
-            let max_sge = s.inner.lock().max_sge;
-            let next = SrqState::new(uctx, a.max_wr, max_sge, d.limits())?;
-            let info = next.info();
-            let old = s.inner.lock().resize(next)?;
-            drop(old);
-            if uctx.is_some() {
-                // SAFETY: `info` is plain data; the shim checks the user address.
-                check(unsafe {
-                    b::softrnic_copy_to_user(
-                        cmd.queue_info_addr,
-                        core::ptr::from_ref(&info).cast(),
-                        size_of::<abi::QueueInfo>(),
-                    )
-                })?;
+            return Ok(());
+        }
+        let uctx = user_ctx(udata);
+        let cmd: abi::ModifySrqCmd = command(udata)?;
+        if uctx.is_some() && cmd.queue_info_addr == 0 {
+            return Err(EINVAL);
+        }
+        let max_sge = s.inner.lock().max_sge;
+        let next = SrqState::new(uctx, a.max_wr, max_sge, d.limits())?;
+        // Check the new limit against the new depth before changing
+        // anything: a failed modify leaves the SRQ as it was.
+        if limit.is_some_and(|l| l > next.max_wr()) {
+            return Err(EINVAL);
+        }
+        let info = next.info();
+        let swapped = {
+            let mut st = s.inner.lock();
+            let r = st.resize(next);
+            if let (Ok(_), Some(l)) = (&r, limit) {
+                // Cannot fail: checked against the new depth above.
+                let _ = st.set_limit(l);
+            }
+            r
+        };
+        // Rings are dropped outside the lock (removing an mmap entry sleeps).
+        match swapped {
+            Ok(old) => drop(old),
+            Err((e, unused)) => {
+                drop(unused);
+                return Err(e);
             }
         }
-        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            s.inner.lock().set_limit(a.srq_limit)?;
+        if uctx.is_some() {
+            // The resize is committed; if this copy fails user space keeps
+            // posting to its old ring, which is no longer read.
+            // SAFETY: `info` is plain data; the shim checks the user address.
+            check(unsafe {
+                b::softrnic_copy_to_user(
+                    cmd.queue_info_addr,
+                    core::ptr::from_ref(&info).cast(),
+                    size_of::<abi::QueueInfo>(),
+                )
+            })?;
         }
         Ok(())
     })();
@@ -667,52 +711,44 @@ pub(super) unsafe extern "C" fn create_qp(
             queues.inner.state = QpState::Init;
         }
         d.verbs().charge(Kind::Qp, d.limits())?;
+        // The QP number first: the QP is published under it only once built.
+        let qpn = if ty == QpType::Gsi {
+            d.verbs()
+                .qps
+                .reserve_at(verbs::GSI_QPN)
+                .map(|()| verbs::GSI_QPN)
+        } else {
+            d.verbs()
+                .qps
+                .reserve(verbs::FIRST_QPN, verbs::MAX_QPN, false)
+        };
+        let qpn = match qpn {
+            Ok(n) => n,
+            Err(e) => {
+                d.verbs().uncharge(Kind::Qp);
+                // A second GSI QP on the port.
+                return Err(if e == EBUSY { EINVAL } else { e });
+            }
+        };
         let p = ibqp.cast::<Qp>();
         let (sq_info, rq_info) = (queues.inner.sq_info(), queues.inner.rq_info());
-        // SAFETY: our QP memory (zeroed by ib_core, never moved); each Rust
-        // field is written once before the QP is published in the table;
-        // `inner` is dropped in destroy_qp.
+        let caps = queues.caps;
+        // SAFETY: our QP memory (zeroed by ib_core, never moved), not yet
+        // published: each Rust field is written once; `inner` is dropped in
+        // destroy_qp (or below on failure).
         unsafe {
             Ref::init(addr_of_mut!((*p).r));
             addr_of_mut!((*p).ty).write(ty);
             addr_of_mut!((*p).user).write(!udata.is_null());
             addr_of_mut!((*p).iwarp).write(iwarp);
             addr_of_mut!((*p).sig_all).write(init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR);
-            addr_of_mut!((*p).caps).write(queues.caps);
+            addr_of_mut!((*p).caps).write(caps);
             addr_of_mut!((*p).send_cq).write(NonNull::new_unchecked(init.send_cq.cast()));
             addr_of_mut!((*p).recv_cq).write(NonNull::new_unchecked(recv_cq.cast()));
             addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()));
+            (*p).ib.qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
         }
-        let caps = queues.caps;
-        // SAFETY: the QP is fully initialised and lives until destroy_qp
-        // erases it and drains its references.
-        let qpn = unsafe {
-            if ty == QpType::Gsi {
-                d.verbs()
-                    .qps
-                    .insert(verbs::GSI_QPN, p)
-                    .map(|()| verbs::GSI_QPN)
-            } else {
-                d.verbs()
-                    .qps
-                    .alloc(p, verbs::FIRST_QPN, verbs::MAX_QPN, false)
-            }
-        };
-        let undo = |p: *mut Qp| {
-            // SAFETY: initialised above and not in the table.
-            unsafe { core::ptr::drop_in_place(addr_of_mut!((*p).inner)) };
-            d.verbs().uncharge(Kind::Qp);
-        };
-        let qpn = match qpn {
-            Ok(n) => n,
-            Err(e) => {
-                undo(p);
-                return Err(if e == EBUSY { EINVAL } else { e });
-            }
-        };
-        // SAFETY: ib_core reads qp_num only after we return.
-        unsafe { (*p).ib.qp_num = qpn };
         init.cap.max_send_wr = caps.max_send_wr;
         init.cap.max_recv_wr = caps.max_recv_wr;
         init.cap.max_send_sge = caps.max_send_sge;
@@ -728,12 +764,14 @@ pub(super) unsafe extern "C" fn create_qp(
             },
         ) {
             d.verbs().qps.erase(qpn);
-            // SAFETY: the QP is initialised; no lookup can still hold it
-            // after the drain.
-            unsafe { (*p).r.drain() };
-            undo(p);
+            // SAFETY: initialised above and never published.
+            unsafe { core::ptr::drop_in_place(addr_of_mut!((*p).inner)) };
+            d.verbs().uncharge(Kind::Qp);
             return Err(e);
         }
+        // SAFETY: fully built; valid until destroy_qp erases it and drains
+        // its references.
+        unsafe { d.verbs().qps.publish(qpn, p) };
         Ok(())
     })();
     errno(result)
@@ -1084,44 +1122,43 @@ pub(super) unsafe extern "C" fn post_recv(
 // MR and MW
 
 /// Allocate an MR object with `state`, publish it under a fresh key.
-fn new_mr(d: &IbDevice, state: MrState) -> Result<*mut b::ib_mr> {
+fn new_mr(d: &IbDevice, pd: *mut b::ib_pd, mut state: MrState) -> Result<*mut b::ib_mr> {
     d.verbs().charge(Kind::Mr, d.limits())?;
+    let index = match d.verbs().mrs.reserve(1, verbs::MW_INDEX_BASE - 1, false) {
+        Ok(i) => i,
+        Err(e) => {
+            d.verbs().uncharge(Kind::Mr);
+            return Err(e);
+        }
+    };
     let boxed = match KBox::<Mr>::new_uninit(GFP_KERNEL) {
         Ok(b) => b,
         Err(e) => {
+            d.verbs().mrs.erase(index);
             d.verbs().uncharge(Kind::Mr);
             return Err(e.into());
         }
     };
     let p = KBox::into_raw(boxed).cast::<Mr>();
+    let key = mr::make_key(index);
+    state.key = key;
     let (iova, length) = (state.iova, state.length);
     // SAFETY: `p` is a fresh allocation for an Mr: zero it (a valid ib_mr),
-    // then initialise the Rust fields once each.
+    // then initialise every field before it is published.  ib_core sets the
+    // same `pd` after we return; setting it first keeps lookups consistent.
     unsafe {
         core::ptr::write_bytes(p, 0, 1);
         Ref::init(addr_of_mut!((*p).r));
-        pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mr_inner(state));
-    }
-    // SAFETY: the MR stays valid until dereg erases and drains it.
-    let index = match unsafe { d.verbs().mrs.alloc(p, 1, verbs::MW_INDEX_BASE - 1, false) } {
-        Ok(i) => i,
-        Err(e) => {
-            // SAFETY: never published; free what we initialised.
-            unsafe { free_mr(p) };
-            d.verbs().uncharge(Kind::Mr);
-            return Err(e);
-        }
-    };
-    let key = mr::make_key(index);
-    // SAFETY: not yet returned to ib_core; the key fields are ours to set.
-    unsafe {
         (*p).index = index;
+        (*p).ib.pd = pd;
         (*p).ib.lkey = key;
         (*p).ib.rkey = key;
         (*p).ib.iova = iova;
         (*p).ib.length = length;
         (*p).ib.page_size = b::softrnic_page_size() as u32;
-        (*p).inner.lock().key = key;
+        pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mr_inner(state));
+        // Valid until dereg_mr erases it and drains its references.
+        d.verbs().mrs.publish(index, p);
     }
     // SAFETY: `ib` is the first field of Mr.
     Ok(unsafe { addr_of_mut!((*p).ib) })
@@ -1146,6 +1183,7 @@ pub(super) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: ffi::c_int
     let r = mr::check_access(access).and_then(|()| {
         new_mr(
             &d,
+            pd,
             MrState {
                 kind: MrKind::Dma,
                 access,
@@ -1190,6 +1228,7 @@ pub(super) unsafe extern "C" fn reg_user_mr(
         let umem = Umem::get(d.ib(), start, length, access)?;
         new_mr(
             &d,
+            pd,
             MrState {
                 kind: MrKind::User(umem),
                 access,
@@ -1305,6 +1344,7 @@ pub(super) unsafe extern "C" fn alloc_mr(
         let pages = KVec::with_capacity(max_num_sg as usize, GFP_KERNEL)?;
         new_mr(
             &d,
+            pd,
             MrState {
                 kind: MrKind::FastReg {
                     pages,
@@ -1355,37 +1395,30 @@ pub(super) unsafe extern "C" fn alloc_mw(
     let d = unsafe { dev((*ibmw).device) };
     let result = (|| -> Result {
         d.verbs().charge(Kind::Mw, d.limits())?;
+        let index = match d
+            .verbs()
+            .mws
+            .reserve(verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false)
+        {
+            Ok(i) => i,
+            Err(e) => {
+                d.verbs().uncharge(Kind::Mw);
+                return Err(e);
+            }
+        };
+        let rkey = mr::make_key(index);
         let p = ibmw.cast::<Mw>();
-        // SAFETY: our MW memory (zeroed, pinned); Rust fields initialised
-        // once, before the MW is published in the table below.
+        // SAFETY: our MW memory (zeroed, pinned, ib_core set `pd` and `type`);
+        // the Rust fields are initialised once, then the MW is published,
+        // valid until dealloc_mw erases it and drains its references.
         unsafe {
             Ref::init(addr_of_mut!((*p).r));
-            pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(0));
+            (*p).index = index;
+            (*p).ib.rkey = rkey;
+            pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(rkey));
+            d.verbs().mws.publish(index, p);
         }
-        // SAFETY: the MW stays valid until dealloc_mw erases and drains it.
-        match unsafe {
-            d.verbs()
-                .mws
-                .alloc(p, verbs::MW_INDEX_BASE, verbs::KEY_INDEX_MAX, false)
-        } {
-            Ok(index) => {
-                let rkey = mr::make_key(index);
-                // SAFETY: ours until we return; lookups read `inner` only
-                // under its lock.
-                unsafe {
-                    (*p).index = index;
-                    (*p).ib.rkey = rkey;
-                    (*p).inner.lock().rkey = rkey;
-                }
-                Ok(())
-            }
-            Err(e) => {
-                // SAFETY: initialised above, never published.
-                unsafe { core::ptr::drop_in_place(addr_of_mut!((*p).inner)) };
-                d.verbs().uncharge(Kind::Mw);
-                Err(e)
-            }
-        }
+        Ok(())
     })();
     errno(result)
 }

@@ -37,18 +37,44 @@ void softrnic_table_destroy(struct xarray *xa)
 	xa_destroy(xa);
 }
 
-int softrnic_table_alloc(struct xarray *xa, u32 *index, void *entry, u32 min,
-			 u32 max, u32 *next, bool atomic)
+/*
+ * Reserve a free index in [min, max] (cyclic): lookups see nothing there
+ * until softrnic_table_publish stores the object, so it is published only
+ * once fully built.  @atomic: the caller may not sleep (and may hold other
+ * irq-disabling locks, so the lock is taken with irqsave).
+ */
+int softrnic_table_reserve(struct xarray *xa, u32 *index, u32 min, u32 max,
+			   u32 *next, bool atomic)
 {
-	int ret = xa_alloc_cyclic_irq(xa, index, entry, XA_LIMIT(min, max), next,
-				      atomic ? GFP_ATOMIC : GFP_KERNEL);
+	unsigned long flags;
+	int ret;
 
+	if (atomic) {
+		xa_lock_irqsave(xa, flags);
+		ret = __xa_alloc_cyclic(xa, index, NULL, XA_LIMIT(min, max), next,
+					GFP_ATOMIC);
+		xa_unlock_irqrestore(xa, flags);
+	} else {
+		ret = xa_alloc_cyclic_irq(xa, index, NULL, XA_LIMIT(min, max), next,
+					  GFP_KERNEL);
+	}
 	return ret < 0 ? ret : 0;
 }
 
-int softrnic_table_insert(struct xarray *xa, u32 index, void *entry)
+/* Reserve exactly @index (-EBUSY if taken). */
+int softrnic_table_reserve_at(struct xarray *xa, u32 index)
 {
-	return xa_insert_irq(xa, index, entry, GFP_KERNEL);
+	return xa_insert_irq(xa, index, NULL, GFP_KERNEL);
+}
+
+/* Store @entry at a reserved @index (no allocation: the slot exists). */
+void softrnic_table_publish(struct xarray *xa, u32 index, void *entry)
+{
+	unsigned long flags;
+
+	xa_lock_irqsave(xa, flags);
+	WARN_ON(xa_is_err(__xa_store(xa, index, entry, GFP_ATOMIC)));
+	xa_unlock_irqrestore(xa, flags);
 }
 
 void softrnic_table_erase(struct xarray *xa, u32 index)

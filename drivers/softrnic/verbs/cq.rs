@@ -240,28 +240,39 @@ impl CqState {
         self.moderation = (count, period);
     }
 
-    /// Swap in `bigger` (a ring for the new depth), copying the waiting
-    /// completions; returns the old ring, to be dropped outside the lock.
-    /// EINVAL when the waiting completions do not fit.
-    pub(crate) fn resize(&mut self, mut next: CqState) -> Result<CqState> {
+    /// Swap in `next` (a ring for the new depth), carrying the waiting
+    /// completions, the arm and the error state over; returns the old state.
+    /// EINVAL (with `next` handed back) when the waiting completions do not
+    /// fit.  Both are to be dropped outside the lock (dropping a user ring
+    /// may sleep).
+    pub(crate) fn resize(&mut self, next: CqState) -> Result<CqState, (Error, CqState)> {
         let waiting = self.outstanding();
         if waiting > next.ring.slots() - 1 || waiting > self.ring.slots() {
-            return Err(EINVAL);
+            return Err((EINVAL, next));
         }
-        let mut i = 0;
-        while i < waiting {
-            let idx = self.consumer().wrapping_add(i);
-            let cqe = self.ring.read::<Cqe>(idx, 0).ok_or(EINVAL)?;
-            next.ring.write(i, 0, &cqe).ok_or(EINVAL)?;
-            i += 1;
+        let cons = self.consumer();
+        for i in 0..waiting {
+            if self
+                .ring
+                .copy_slot(cons.wrapping_add(i), &next.ring, i)
+                .is_none()
+            {
+                return Err((EINVAL, next));
+            }
         }
+        let mut next = next;
         next.prod = waiting;
         next.cons = 0;
         next.ring.set_producer(waiting);
         next.ring.set_consumer(0);
+        next.ring.copy_arm_from(&self.ring);
+        next.user_arm_done = self.user_arm_done;
         next.kernel_arm = self.kernel_arm;
-        next.user_arm_done = next.ring.arm_seq();
         next.moderation = self.moderation;
+        next.error = self.error;
+        if self.error {
+            next.ring.set_kernel_flags(abi::QUEUE_OVERFLOWED);
+        }
         Ok(core::mem::replace(self, next))
     }
 }

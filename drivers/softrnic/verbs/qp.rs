@@ -170,6 +170,7 @@ pub(crate) fn new_inner(inner: QpInner) -> impl PinInit<SpinLockIrq<QpInner>> {
 /// Things to do after the QP lock is dropped.
 #[derive(Default)]
 pub(crate) struct After {
+    fatal: bool,
     sq_drained: bool,
     last_wqe: bool,
     send_cq: Owed,
@@ -292,10 +293,24 @@ impl Qp {
         s.state = next;
         match next {
             QpState::Err if cur != QpState::Err => {
+                // Tell the provider first, then look at its producers: a
+                // receive it posts meanwhile is either seen by this flush or
+                // followed by a doorbell (abi.rs, QueueHeader::kernel_flags).
+                s.sq.set_kernel_flags(abi::QUEUE_QP_ERROR);
+                if let Some(rq) = &s.rq {
+                    rq.set_kernel_flags(abi::QUEUE_QP_ERROR);
+                }
+                core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
                 self.flush(s, after);
                 after.last_wqe = self.srq.is_some();
             }
-            QpState::Reset => self.reset_queues(s),
+            QpState::Reset => {
+                s.sq.clear_kernel_flags(abi::QUEUE_QP_ERROR);
+                if let Some(rq) = &s.rq {
+                    rq.clear_kernel_flags(abi::QUEUE_QP_ERROR);
+                }
+                self.reset_queues(s)
+            }
             // The engine has nothing in flight yet when the SQ drains here.
             QpState::Sqd if cur == QpState::Rts => after.sq_drained = s.attrs.sqd_notify,
             _ => {}
@@ -307,6 +322,9 @@ impl Qp {
     pub(crate) fn after(&self, after: After) {
         self.send_cq().deliver(after.send_cq);
         self.recv_cq().deliver(after.recv_cq);
+        if after.fatal {
+            events::qp_event(&self.ib, Event::QpFatal);
+        }
         if after.sq_drained {
             events::qp_event(&self.ib, Event::SqDrained);
         }
@@ -344,13 +362,22 @@ impl Qp {
         let mut after = After::default();
         {
             let mut s = self.inner.lock();
-            while s.state == QpState::Rts {
-                let prod = if self.user {
-                    s.sq.producer()
-                } else {
-                    s.sq_prod
-                };
-                if prod == s.sq_cons {
+            // One look at the producer: a user QP's is user memory, and the
+            // loop must end whatever user space writes meanwhile.
+            let prod = if self.user {
+                s.sq.producer()
+            } else {
+                s.sq_prod
+            };
+            let pending = prod.wrapping_sub(s.sq_cons);
+            if pending > s.sq.slots() && s.state == QpState::Rts {
+                // More WQEs than slots: the ring is corrupt (a local work
+                // queue catastrophic error).
+                self.enter(&mut s, QpState::Err, &mut after);
+                after.fatal = true;
+            }
+            for _ in 0..pending {
+                if s.state != QpState::Rts {
                     break;
                 }
                 let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {

@@ -79,22 +79,24 @@ impl SrqState {
         Ok(())
     }
 
-    /// Swap in a ring for a new depth, carrying the waiting WQEs over
-    /// (EINVAL when they do not fit); returns the old state to drop outside
-    /// the lock.
-    pub(crate) fn resize(&mut self, mut next: SrqState) -> Result<SrqState> {
+    /// Swap in a ring for a new depth, carrying the waiting WQEs and the
+    /// limit over; returns the old state.  EINVAL (with `next` handed back)
+    /// when they do not fit.  Both are to be dropped outside the lock.
+    pub(crate) fn resize(&mut self, next: SrqState) -> Result<SrqState, (Error, SrqState)> {
         let waiting = self.outstanding();
-        if waiting > next.max_wr() || next.max_sge < self.max_sge {
-            return Err(EINVAL);
+        if waiting > next.max_wr() || next.max_sge < self.max_sge || self.limit > next.max_wr() {
+            return Err((EINVAL, next));
         }
-        let bytes = core::cmp::min(self.ring.slot_bytes(), next.ring.slot_bytes()) as usize;
-        let mut buf = KVec::from_elem(0u8, bytes, GFP_ATOMIC)?;
         for i in 0..waiting {
-            self.ring
-                .read_bytes(self.cons.wrapping_add(i), 0, &mut buf)
-                .ok_or(EINVAL)?;
-            next.ring.write_bytes(i, 0, &buf).ok_or(EINVAL)?;
+            if self
+                .ring
+                .copy_slot(self.cons.wrapping_add(i), &next.ring, i)
+                .is_none()
+            {
+                return Err((EINVAL, next));
+            }
         }
+        let mut next = next;
         next.prod = waiting;
         next.ring.set_producer(waiting);
         next.ring.set_consumer(0);

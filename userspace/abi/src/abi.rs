@@ -70,9 +70,13 @@ pub struct QueueHeader {
     /// solicited completions; written by the provider before `arm_seq`.
     pub arm_flags: u32,
     /// Work queues: `QUEUE_ENGINE_IDLE` while the kernel engine is not polling
-    /// this queue (the provider then rings the doorbell).  Completion queues:
+    /// this queue (the provider then rings the doorbell); `QUEUE_QP_ERROR`
+    /// while the QP is in ERR (the provider rings the doorbell after posting
+    /// a receive too, so the kernel flushes it).  Completion queues:
     /// `QUEUE_OVERFLOWED` once a CQE was lost (the CQ is then in error).
-    /// Written by the kernel only.
+    /// Written by the kernel only; the provider reads it after a full fence
+    /// that follows its producer store (the kernel sets it, fences, then
+    /// reads the producer), so one of the two always sees the other.
     pub kernel_flags: u32,
     pub _pad2: [u32; 13],
     pub _reserved: [u32; 16],
@@ -81,6 +85,7 @@ pub struct QueueHeader {
 pub const ARM_SOLICITED: u32 = 1;
 pub const QUEUE_ENGINE_IDLE: u32 = 1;
 pub const QUEUE_OVERFLOWED: u32 = 2;
+pub const QUEUE_QP_ERROR: u32 = 4;
 
 /// Where a ring lives and how it is laid out (part of create responses).
 #[repr(C)]
@@ -236,7 +241,7 @@ pub const WC_REM_ACCESS_ERR: u8 = 10;
 pub const WC_REM_OP_ERR: u8 = 11;
 pub const WC_RETRY_EXC_ERR: u8 = 12;
 pub const WC_RNR_RETRY_EXC_ERR: u8 = 13;
-pub const WC_FATAL_ERR: u8 = 15;
+pub const WC_FATAL_ERR: u8 = 19;
 pub const WC_GENERAL_ERR: u8 = 21;
 
 /// Completion opcodes (enum ibv_wc_opcode / ib_uverbs_wc_opcode).

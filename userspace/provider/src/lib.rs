@@ -157,9 +157,8 @@ unsafe extern "C" fn alloc_context(
             verbs_uninit_context(ptr::addr_of_mut!((*ctx).ibv_ctx));
             libc::free(ctx.cast());
         }
-        if ret != 0 {
-            set_errno(ret);
-        }
+        // A kernel speaking another softrnic ABI: EPROTO.
+        set_errno(if ret != 0 { ret } else { libc::EPROTO });
         return null_mut();
     }
     // SAFETY: ctx is valid and exclusively ours until returned.

@@ -542,10 +542,9 @@ pub unsafe extern "C" fn post_send(
         // An empty POST_SEND is the doorbell.
         let mut bad = null_mut();
         // SAFETY: ibqp is live; no work requests.
-        let db = unsafe { ibv_cmd_post_send(ibqp, null_mut(), &mut bad) };
-        if ret == 0 && db != 0 {
-            return db;
-        }
+        // The WQEs are published whatever the doorbell returns: it is only a
+        // hint, so its errors are not the caller's.
+        let _ = unsafe { ibv_cmd_post_send(ibqp, null_mut(), &mut bad) };
     }
     ret
 }
@@ -575,8 +574,20 @@ pub unsafe extern "C" fn post_recv(
     }
     // SAFETY: only the QP's receive queue is borrowed.
     let rq = unsafe { &*addr_of!((*ibqp.cast::<Qp>()).rq) };
-    // SAFETY: wr and bad_wr as libibverbs promises.
-    unsafe { rq.lock().post(wr, bad_wr) }
+    let (ret, in_error) = {
+        let mut q = rq.lock();
+        // SAFETY: wr and bad_wr as libibverbs promises.
+        let ret = unsafe { q.post(wr, bad_wr) };
+        (ret, q.qp_in_error())
+    };
+    if in_error {
+        // Receives posted to a QP in ERR complete as flushed: the doorbell
+        // makes the kernel flush them now.
+        let mut bad = null_mut();
+        // SAFETY: ibqp is live; no work requests.  Only a hint: errors ignored.
+        let _ = unsafe { ibv_cmd_post_send(ibqp, null_mut(), &mut bad) };
+    }
+    ret
 }
 
 #[cfg(test)]

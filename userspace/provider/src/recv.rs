@@ -3,7 +3,7 @@
 use core::ffi::c_int;
 use core::mem::size_of;
 use core::ptr;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{fence, Ordering};
 
 use softrnic_abi as abi;
 
@@ -24,6 +24,17 @@ impl RecvQueue {
             max_sge: max_sge.min(u32::try_from(fit).unwrap_or(u32::MAX)),
             ring,
         }
+    }
+
+    /// Whether the kernel has put the QP in ERR: receives posted now are
+    /// flushed only if the provider rings the doorbell.  Called after
+    /// `post` published its producer; the fence pairs with the kernel's
+    /// (flag store, fence, producer load), so either the kernel's flush saw
+    /// the new WQEs or this sees the flag.
+    pub fn qp_in_error(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.ring.is_mapped()
+            && self.ring.kernel_flags().load(Ordering::Relaxed) & abi::QUEUE_QP_ERROR != 0
     }
 
     /// Posts the list at `wr`; on error, `*bad_wr` is the first one not

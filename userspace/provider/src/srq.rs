@@ -137,18 +137,20 @@ pub unsafe extern "C" fn modify_srq(
             size_of::<ModifySrqCmd>(),
         )
     };
-    if ret != 0 {
-        return ret;
-    }
     // Volatile: written by the kernel behind the compiler's back.
     // SAFETY: info is a live local.
     let info = unsafe { ptr::read_volatile(&info) };
+    // The kernel reports a ring only once it has switched to it, even if the
+    // command then failed: follow it whenever it did.
+    if info.slots == 0 {
+        return if ret != 0 { ret } else { libc::EPROTO };
+    }
     // SAFETY: srq's context is live.
     match unsafe { Ring::map(cmd_fd((*srq).context), &info, size_of::<abi::RecvWqe>()) } {
         Ok(ring) => {
             let max_sge = q.max_sge;
             *q = RecvQueue::new(ring, max_sge); // unmaps the old ring
-            0
+            ret
         }
         Err(e) => {
             q.ring = Ring::NONE; // the old ring is stale: posts now fail

@@ -3,9 +3,11 @@
 //! `ib_device_ops`).  iw_cm calls them without checking for NULL, and rdma_cm
 //! reaches them as soon as an iWARP device serves kernel verbs, so they must
 //! exist.  Until the iWARP transport exists (MPA over TCP) they refuse
-//! cleanly: listening and connecting fail with EOPNOTSUPP, and `iw_get_qp`
-//! finds no QP, which makes iw_cm fail connect and accept before it touches
-//! one (so the reference ops are never reached).
+//! cleanly: a listen succeeds but never sees a request (rdma_cm listens on
+//! every device for a wildcard address and fails the whole listen if one
+//! device refuses), connecting fails, and `iw_get_qp` finds no QP, which
+//! makes iw_cm fail connect and accept before it touches one (so the
+//! reference ops are never reached).
 
 use kernel::ffi;
 use kernel::prelude::*;
@@ -18,7 +20,7 @@ pub(super) unsafe extern "C" fn iw_create_listen(
     _id: *mut b::iw_cm_id,
     _backlog: ffi::c_int,
 ) -> ffi::c_int {
-    EOPNOTSUPP.to_errno()
+    0
 }
 
 /// # Safety

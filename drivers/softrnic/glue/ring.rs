@@ -165,6 +165,26 @@ impl Ring {
             .fetch_or(bits, Ordering::Release);
     }
 
+    /// Write a WQE into slot `index`: its header, then its Sges or inline
+    /// bytes; `None` if they do not fit the slot.
+    pub(crate) fn write_wqe<H: Pod>(
+        &self,
+        index: u32,
+        header: &H,
+        sges: &[abi::Sge],
+        inline: &[u8],
+    ) -> Option<()> {
+        let at = size_of::<H>();
+        self.write(index, 0, header)?;
+        for (i, sge) in sges.iter().enumerate() {
+            self.write(index, at + i * size_of::<abi::Sge>(), sge)?;
+        }
+        if !inline.is_empty() {
+            self.write_bytes(index, at, inline)?;
+        }
+        Some(())
+    }
+
     /// Copy slot `from` of this ring into slot `at` of `to` (as many bytes
     /// as the smaller slot holds): moving entries to a resized ring.
     pub(crate) fn copy_slot(&self, from: u32, to: &Ring, at: u32) -> Option<()> {

@@ -434,15 +434,7 @@ impl Qp {
         if s.sq_prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
             return Err(ENOMEM);
         }
-        let hdr = size_of::<SendWqe>();
-        s.sq.write(s.sq_prod, 0, wqe).ok_or(EINVAL)?;
-        for (i, sge) in sges.iter().enumerate() {
-            s.sq.write(s.sq_prod, hdr + i * size_of::<Sge>(), sge)
-                .ok_or(EINVAL)?;
-        }
-        if !inline.is_empty() {
-            s.sq.write_bytes(s.sq_prod, hdr, inline).ok_or(EINVAL)?;
-        }
+        s.sq.write_wqe(s.sq_prod, wqe, sges, inline).ok_or(EINVAL)?;
         s.sq_prod = s.sq_prod.wrapping_add(1);
         s.sq.set_producer(s.sq_prod);
         Ok(())
@@ -465,11 +457,7 @@ impl Qp {
             num_sge: sges.len() as u32,
             _reserved: 0,
         };
-        rq.write(s.rq_prod, 0, &w).ok_or(EINVAL)?;
-        for (i, sge) in sges.iter().enumerate() {
-            rq.write(s.rq_prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge)
-                .ok_or(EINVAL)?;
-        }
+        rq.write_wqe(s.rq_prod, &w, sges, &[]).ok_or(EINVAL)?;
         s.rq_prod = s.rq_prod.wrapping_add(1);
         rq.set_producer(s.rq_prod);
         Ok(())

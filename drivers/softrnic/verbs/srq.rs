@@ -117,12 +117,9 @@ impl SrqState {
             num_sge: sges.len() as u32,
             _reserved: 0,
         };
-        self.ring.write(self.prod, 0, &w).ok_or(EINVAL)?;
-        for (i, sge) in sges.iter().enumerate() {
-            self.ring
-                .write(self.prod, size_of::<RecvWqe>() + i * size_of::<Sge>(), sge)
-                .ok_or(EINVAL)?;
-        }
+        self.ring
+            .write_wqe(self.prod, &w, sges, &[])
+            .ok_or(EINVAL)?;
         self.prod = self.prod.wrapping_add(1);
         self.ring.set_producer(self.prod);
         Ok(())

@@ -98,6 +98,20 @@ test_rdma_cm_on_roce_then_device_removal() {
     ip netns del cmpeer
 }
 
+# Kernel consumers: softrnic_kverbs_test (qemu/tests/kmod) uses PD, CQ, RC
+# QP, fast registration, LOCAL_INV, peek, REPORT_MISSED_EVENTS and flushing
+# through ib_core on sr0, as a kernel ULP would, and logs PASS/FAIL lines.
+test_kernel_consumer_verbs() {
+    dmesg -c > /dev/null
+    modprobe softrnic_kverbs_test dev=sr0 || fail "test module did not load"
+    rmmod softrnic_kverbs_test
+    out=$(dmesg | grep 'softrnic_kverbs_test: ')
+    echo "$out"
+    echo "$out" | grep -q 'softrnic_kverbs_test: done' || fail "the test did not run to the end"
+    ! echo "$out" | grep -q 'FAIL' || fail "$(echo "$out" | grep FAIL | head -n 1)"
+    [ "$(echo "$out" | grep -c PASS)" -ge 12 ] || fail "fewer checks than expected"
+}
+
 test_no_object_leaks_at_unload() {
     # Everything above created and destroyed objects; ib_core's own (MAD
     # QP, CQ, PD, DMA MR) go with the devices.
@@ -126,4 +140,5 @@ for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error 
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done
 run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
-    test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal test_no_object_leaks_at_unload
+    test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal \
+    test_kernel_consumer_verbs test_no_object_leaks_at_unload

@@ -98,6 +98,52 @@ test_rdma_cm_on_roce_then_device_removal() {
     ip netns del cmpeer
 }
 
+# A process with mapped rings and live objects while its device goes away:
+# ib_uverbs disassociates it (our destroy ops run under it); the process
+# keeps touching its (now stale) rings and exits normally.
+test_device_removed_under_live_objects() {
+    ip link add vd0 type veth peer name vd1 && ip link set vd0 up && ip link set vd1 up
+    ip addr add 10.0.7.1/24 dev vd0
+    rdma link add sd0 type softrnic_roce netdev vd0 || fail "link add"
+    wait_for 'ibv_devinfo -d sd0 | grep -q PORT_ACTIVE'
+    cat > /tmp/hold.py <<'PY'
+import sys, time
+import pyverbs.enums as e
+from pyverbs.device import Context
+from pyverbs.pd import PD
+from pyverbs.cq import CQ
+from pyverbs.mr import MR
+from pyverbs.qp import QP, QPCap, QPInitAttr, QPAttr
+from pyverbs.wr import RecvWR, SGE
+ctx = Context(name='sd0'); pd = PD(ctx); cq = CQ(ctx, 64); mr = MR(pd, 65536, e.IBV_ACCESS_LOCAL_WRITE)
+qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=QPCap(max_send_wr=8, max_recv_wr=32)))
+a = QPAttr(qp_state=e.IBV_QPS_INIT); a.pkey_index, a.port_num, a.qp_access_flags = 0, 1, 0
+qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
+print('ready', flush=True)
+end = time.time() + 4
+while time.time() < end:
+    try:
+        qp.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+    except Exception:
+        pass
+    try:
+        cq.poll(4)
+    except Exception:
+        pass
+print('survived', flush=True)
+PY
+    timeout 30 python3 /tmp/hold.py > /tmp/hold.out 2>&1 &
+    p=$!
+    wait_for 'grep -q ready /tmp/hold.out' 100 || fail "objects not created: $(cat /tmp/hold.out)"
+    ip link del vd0
+    wait_for '! rdma link show sd0/1' || fail "device not removed under live objects"
+    wait $p
+    rc=$?
+    cat /tmp/hold.out
+    [ $rc != 124 ] || fail "the process hung"
+    grep -q survived /tmp/hold.out || fail "the process did not finish its loop"
+}
+
 # Kernel consumers: softrnic_kverbs_test (qemu/tests/kmod) uses PD, CQ, RC
 # QP, fast registration, LOCAL_INV, peek, REPORT_MISSED_EVENTS and flushing
 # through ib_core on sr0, as a kernel ULP would, and logs PASS/FAIL lines.
@@ -141,4 +187,4 @@ for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error 
 done
 run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
     test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal \
-    test_kernel_consumer_verbs test_no_object_leaks_at_unload
+    test_device_removed_under_live_objects test_kernel_consumer_verbs test_no_object_leaks_at_unload

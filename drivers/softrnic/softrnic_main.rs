@@ -21,6 +21,17 @@ mod limits;
 #[path = "core/qp_state.rs"]
 #[allow(dead_code)]
 mod qp_state;
+// RoCEv2 wire rules (issue 4): compiled and linted with the module now,
+// used by the engine when it lands.
+#[path = "core/icrc.rs"]
+#[allow(dead_code)]
+mod icrc;
+#[path = "core/psn.rs"]
+#[allow(dead_code)]
+mod psn;
+#[path = "core/roce_wire.rs"]
+#[allow(dead_code)]
+mod roce_wire;
 mod verbs;
 
 module! {

@@ -9,9 +9,27 @@ pub(crate) mod limits;
 #[allow(dead_code)]
 pub(crate) mod qp_state;
 
+#[path = "../../../drivers/softrnic/core/icrc.rs"]
+#[allow(dead_code)]
+pub(crate) mod icrc;
+
+#[path = "../../../drivers/softrnic/core/psn.rs"]
+#[allow(dead_code)]
+pub(crate) mod psn;
+
+#[path = "../../../drivers/softrnic/core/roce_wire.rs"]
+#[allow(dead_code)]
+pub(crate) mod roce_wire;
+
 #[cfg(test)]
 mod abi_tests;
 #[cfg(test)]
+mod icrc_tests;
+#[cfg(test)]
+mod psn_tests;
+#[cfg(test)]
 mod qp_state_tests;
+#[cfg(test)]
+mod roce_wire_tests;
 #[cfg(test)]
 mod tests;

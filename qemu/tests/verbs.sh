@@ -144,6 +144,18 @@ PY
     grep -q survived /tmp/hold.out || fail "the process did not finish its loop"
 }
 
+# Four processes create, use and destroy objects on one device at once.
+test_concurrent_object_churn() {
+    for i in 1 2 3 4; do
+        timeout 120 python3 /src/qemu/tests/verbs_churn.py sr0 $i 100 > /tmp/churn.$i 2>&1 &
+    done
+    wait
+    for i in 1 2 3 4; do
+        cat /tmp/churn.$i
+        grep -q '^done' /tmp/churn.$i || fail "worker $i: $(tail -n 1 /tmp/churn.$i)"
+    done
+}
+
 # Kernel consumers: softrnic_kverbs_test (qemu/tests/kmod) uses PD, CQ, RC
 # QP, fast registration, LOCAL_INV, peek, REPORT_MISSED_EVENTS and flushing
 # through ib_core on sr0, as a kernel ULP would, and logs PASS/FAIL lines.
@@ -187,4 +199,5 @@ for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error 
 done
 run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
     test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal \
-    test_device_removed_under_live_objects test_kernel_consumer_verbs test_no_object_leaks_at_unload
+    test_device_removed_under_live_objects test_concurrent_object_churn test_kernel_consumer_verbs \
+    test_no_object_leaks_at_unload

@@ -32,6 +32,23 @@ fn check(ret: ffi::c_int) -> Result {
     }
 }
 
+/// The reverse of `check`: what an op returns to ib_core.
+fn errno(r: Result) -> ffi::c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// The device an op is called on.
+///
+/// # Safety
+/// `ib` is one of our devices (ib_core calls our ops only on those).
+unsafe fn dev(ib: *mut bindings::ib_device) -> IbDevice {
+    // SAFETY: per the caller's contract.
+    unsafe { IbDevice::from_ib(ib) }
+}
+
 pub(crate) fn register_link_types_and_notifier() -> Result {
     // SAFETY: plain registration call; the C objects it registers are statics.
     check(unsafe { bindings::softrnic_shim_register() })

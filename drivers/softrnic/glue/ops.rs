@@ -8,7 +8,7 @@ use kernel::prelude::*;
 
 use super::bindings as b;
 use super::verbs_ops as v;
-use super::IbDevice;
+use super::{dev, errno};
 use crate::abi;
 use crate::attrs;
 use crate::device::{self, Transport};
@@ -88,20 +88,6 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         size_ib_mw: size_of::<crate::verbs::mr::Mw>(),
         size_ib_ah: size_of::<crate::verbs::ah::Ah>(),
         ..Default::default()
-    }
-}
-
-/// # Safety
-/// `ib` is one of our registered devices (ib_core calls ops only on those).
-unsafe fn dev(ib: *mut b::ib_device) -> IbDevice {
-    // SAFETY: per the caller's contract.
-    unsafe { IbDevice::from_ib(ib) }
-}
-
-fn errno(r: Result) -> ffi::c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
     }
 }
 

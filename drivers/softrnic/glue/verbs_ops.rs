@@ -17,7 +17,7 @@ use super::events::{self, Event};
 use super::ring::UserCtx;
 use super::table::Ref;
 use super::umem::Umem;
-use super::{check, IbDevice};
+use super::{check, dev, errno, IbDevice};
 use crate::abi::{self, Cqe, SendWqe, Sge};
 use crate::qp_state::{self, attr, QpState, QpType};
 use crate::verbs::ah::{self, Ah, Av};
@@ -26,20 +26,6 @@ use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw};
 use crate::verbs::qp::{self, After, Caps, Qp, QpQueues};
 use crate::verbs::srq::{self, Srq, SrqState};
 use crate::verbs::{self, Kind};
-
-fn errno(r: Result) -> ffi::c_int {
-    match r {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// # Safety
-/// `ib` is one of our devices.
-unsafe fn dev(ib: *mut b::ib_device) -> IbDevice {
-    // SAFETY: per the contract.
-    unsafe { IbDevice::from_ib(ib) }
-}
 
 /// The user context of a verb called through uverbs (None for kernel callers).
 fn user_ctx(udata: *mut b::ib_udata) -> Option<UserCtx> {

@@ -27,10 +27,10 @@ pub(crate) struct Cq {
 pub(crate) struct CqState {
     ring: Ring,
     user: bool,
-    /// Kernel-private producer and (kernel CQs) consumer counters: never
-    /// re-read from memory user space can write.
+    /// The producer counter, kernel-private: never re-read from the header
+    /// user space can write.  The consumer is read from the header (user-
+    /// written for user CQs, kernel-private memory for kernel CQs).
     prod: u32,
-    cons: u32,
     /// The CQ overflowed: it is in error and takes no more completions.
     error: bool,
     /// Kernel consumers' arm (NOTIFY_* bits), cleared when an event fires.
@@ -57,7 +57,6 @@ impl CqState {
             ring,
             user: uctx.is_some(),
             prod: 0,
-            cons: 0,
             error: false,
             kernel_arm: 0,
             user_arm_done: 0,
@@ -74,16 +73,8 @@ impl CqState {
         self.ring.info()
     }
 
-    fn consumer(&self) -> u32 {
-        if self.user {
-            self.ring.consumer()
-        } else {
-            self.cons
-        }
-    }
-
     fn outstanding(&self) -> u32 {
-        self.prod.wrapping_sub(self.consumer())
+        self.prod.wrapping_sub(self.ring.consumer())
     }
 }
 
@@ -224,12 +215,12 @@ impl CqState {
 
     /// Take the next completion (kernel CQs).
     pub(crate) fn pop(&mut self) -> Option<Cqe> {
-        if self.user || self.cons == self.prod {
+        let cons = self.ring.consumer();
+        if self.user || cons == self.prod {
             return None;
         }
-        let cqe = self.ring.read::<Cqe>(self.cons, 0)?;
-        self.cons = self.cons.wrapping_add(1);
-        self.ring.set_consumer(self.cons);
+        let cqe = self.ring.read::<Cqe>(cons, 0)?;
+        self.ring.set_consumer(cons.wrapping_add(1));
         Some(cqe)
     }
 
@@ -252,7 +243,7 @@ impl CqState {
         if waiting > next.ring.slots() - 1 || waiting > self.ring.slots() {
             return Err((EINVAL, next));
         }
-        let cons = self.consumer();
+        let cons = self.ring.consumer();
         for i in 0..waiting {
             if self
                 .ring
@@ -264,7 +255,6 @@ impl CqState {
         }
         let mut next = next;
         next.prod = waiting;
-        next.cons = 0;
         next.ring.set_producer(waiting);
         next.ring.set_consumer(0);
         next.ring.copy_arm_from(&self.ring);

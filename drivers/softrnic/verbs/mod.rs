@@ -155,9 +155,3 @@ pub(crate) fn report_live() -> bool {
     );
     clean
 }
-
-/// A random key byte: the low 8 bits of every lkey, rkey and MW key, so a
-/// key cannot be guessed from an object's index.
-pub(crate) fn key_byte() -> u8 {
-    crate::glue::random_key_byte()
-}

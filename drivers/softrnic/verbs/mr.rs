@@ -35,9 +35,10 @@ pub(crate) fn check_access(access: u32) -> Result {
     Ok(())
 }
 
-/// Make a key from a table index and a random byte.
+/// Make a key from a table index and a random byte: the low 8 bits of
+/// every lkey, rkey and MW key, so a key cannot be guessed from an index.
 pub(crate) fn make_key(index: u32) -> u32 {
-    (index << 8) | u32::from(super::key_byte())
+    (index << 8) | u32::from(crate::glue::random_key_byte())
 }
 
 pub(crate) enum MrKind {

@@ -16,7 +16,7 @@ use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
 use crate::glue::bindings as b;
 use crate::glue::events::{self, Event};
-use crate::glue::ring::{Ring, UserCtx};
+use crate::glue::ring::{Pod, Ring, UserCtx};
 use crate::glue::table::{Keyed, Ref};
 use crate::qp_state::{attr, QpState, QpType};
 
@@ -85,10 +85,9 @@ pub(crate) struct QpInner {
     pub(crate) attrs: QpAttrs,
     sq: Ring,
     rq: Option<Ring>,
-    /// Kernel-private counters: producers of kernel QPs (user QPs produce in
-    /// the ring header) and the consumers of both.
-    sq_prod: u32,
-    rq_prod: u32,
+    /// The consumer counters, kernel-private: a user ring's header is user
+    /// memory.  Producers are read from the ring headers (user-written for
+    /// user QPs, kernel-private memory for kernel QPs).
     sq_cons: u32,
     rq_cons: u32,
 }
@@ -142,8 +141,6 @@ impl QpQueues {
                 attrs: QpAttrs::default(),
                 sq,
                 rq,
-                sq_prod: 0,
-                rq_prod: 0,
                 sq_cons: 0,
                 rq_cons: 0,
             },
@@ -229,58 +226,59 @@ impl Qp {
 
     /// Complete every outstanding WQE of both queues with WR_FLUSH_ERR.
     fn flush(&self, s: &mut QpInner, after: &mut After) {
-        let sq_prod = if self.user {
-            s.sq.producer()
-        } else {
-            s.sq_prod
-        };
-        let n = core::cmp::min(sq_prod.wrapping_sub(s.sq_cons), s.sq.slots());
-        for _ in 0..n {
-            let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {
+        let QpInner {
+            sq,
+            rq,
+            sq_cons,
+            rq_cons,
+            ..
+        } = s;
+        self.flush_ring::<SendWqe>(sq, sq_cons, self.send_cq(), &mut after.send_cq, |w| {
+            (w.wr_id, wc_opcode(w.opcode))
+        });
+        if let Some(rq) = rq {
+            self.flush_ring::<RecvWqe>(rq, rq_cons, self.recv_cq(), &mut after.recv_cq, |w| {
+                (w.wr_id, abi::WC_RECV)
+            });
+        }
+    }
+
+    /// Complete the WQEs from `*cons` up to the ring's producer on `cq` with
+    /// WR_FLUSH_ERR (`id` gives a WQE's wr_id and completion opcode), then
+    /// mark them all consumed.  At most one ring's worth is read whatever a
+    /// user producer claims; a full CQ ends the completions (it reports that
+    /// itself).
+    fn flush_ring<H: Pod>(
+        &self,
+        ring: &Ring,
+        cons: &mut u32,
+        cq: &Cq,
+        owed: &mut Owed,
+        id: impl Fn(&H) -> (u64, u8),
+    ) {
+        let prod = ring.producer();
+        let n = core::cmp::min(prod.wrapping_sub(*cons), ring.slots());
+        for i in 0..n {
+            let Some(w) = ring.read::<H>(cons.wrapping_add(i), 0) else {
                 break;
             };
-            let (r, owed) = self
-                .send_cq()
-                .push(&self.flush_cqe(w.wr_id, wc_opcode(w.opcode)), false);
-            after.send_cq.merge(owed);
+            let (wr_id, opcode) = id(&w);
+            let (r, o) = cq.push(&self.flush_cqe(wr_id, opcode), false);
+            owed.merge(o);
             if r.is_err() {
                 break;
             }
-            s.sq_cons = s.sq_cons.wrapping_add(1);
         }
-        s.sq_cons = sq_prod;
-        s.sq.set_consumer(s.sq_cons);
-        if let Some(rq) = &s.rq {
-            let rq_prod = if self.user { rq.producer() } else { s.rq_prod };
-            let n = core::cmp::min(rq_prod.wrapping_sub(s.rq_cons), rq.slots());
-            for _ in 0..n {
-                let Some(w) = rq.read::<RecvWqe>(s.rq_cons, 0) else {
-                    break;
-                };
-                let (r, owed) = self
-                    .recv_cq()
-                    .push(&self.flush_cqe(w.wr_id, abi::WC_RECV), false);
-                after.recv_cq.merge(owed);
-                if r.is_err() {
-                    break;
-                }
-                s.rq_cons = s.rq_cons.wrapping_add(1);
-            }
-            s.rq_cons = rq_prod;
-            rq.set_consumer(s.rq_cons);
-        }
+        *cons = prod;
+        ring.set_consumer(prod);
     }
 
     /// Discard every outstanding WQE (→ RESET).
     fn reset_queues(&self, s: &mut QpInner) {
-        s.sq_cons = if self.user {
-            s.sq.producer()
-        } else {
-            s.sq_prod
-        };
+        s.sq_cons = s.sq.producer();
         s.sq.set_consumer(s.sq_cons);
         if let Some(rq) = &s.rq {
-            s.rq_cons = if self.user { rq.producer() } else { s.rq_prod };
+            s.rq_cons = rq.producer();
             rq.set_consumer(s.rq_cons);
         }
         s.attrs = QpAttrs::default();
@@ -364,12 +362,7 @@ impl Qp {
             let mut s = self.inner.lock();
             // One look at the producer: a user QP's is user memory, and the
             // loop must end whatever user space writes meanwhile.
-            let prod = if self.user {
-                s.sq.producer()
-            } else {
-                s.sq_prod
-            };
-            let pending = prod.wrapping_sub(s.sq_cons);
+            let pending = s.sq.producer().wrapping_sub(s.sq_cons);
             if pending > s.sq.slots() && s.state == QpState::Rts {
                 // More WQEs than slots: the ring is corrupt (a local work
                 // queue catastrophic error).
@@ -431,12 +424,12 @@ impl Qp {
         {
             return Err(EINVAL);
         }
-        if s.sq_prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
+        let prod = s.sq.producer();
+        if prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
             return Err(ENOMEM);
         }
-        s.sq.write_wqe(s.sq_prod, wqe, sges, inline).ok_or(EINVAL)?;
-        s.sq_prod = s.sq_prod.wrapping_add(1);
-        s.sq.set_producer(s.sq_prod);
+        s.sq.write_wqe(prod, wqe, sges, inline).ok_or(EINVAL)?;
+        s.sq.set_producer(prod.wrapping_add(1));
         Ok(())
     }
 
@@ -449,7 +442,8 @@ impl Qp {
         if sges.len() > self.caps.max_recv_sge as usize {
             return Err(EINVAL);
         }
-        if s.rq_prod.wrapping_sub(s.rq_cons) >= self.caps.max_recv_wr {
+        let prod = rq.producer();
+        if prod.wrapping_sub(s.rq_cons) >= self.caps.max_recv_wr {
             return Err(ENOMEM);
         }
         let w = RecvWqe {
@@ -457,9 +451,8 @@ impl Qp {
             num_sge: sges.len() as u32,
             _reserved: 0,
         };
-        rq.write_wqe(s.rq_prod, &w, sges, &[]).ok_or(EINVAL)?;
-        s.rq_prod = s.rq_prod.wrapping_add(1);
-        rq.set_producer(s.rq_prod);
+        rq.write_wqe(prod, &w, sges, &[]).ok_or(EINVAL)?;
+        rq.set_producer(prod.wrapping_add(1));
         Ok(())
     }
 }

@@ -22,7 +22,9 @@ pub(crate) struct SrqState {
     pub(crate) max_sge: u32,
     /// Armed limit (0: not armed).
     pub(crate) limit: u32,
-    prod: u32,
+    /// The consumer counter (the transports consume), kernel-private: a
+    /// user ring's header is user memory.  The producer is read from the
+    /// header.
     cons: u32,
 }
 
@@ -45,7 +47,6 @@ impl SrqState {
             user: uctx.is_some(),
             max_sge,
             limit: 0,
-            prod: 0,
             cons: 0,
         })
     }
@@ -58,16 +59,11 @@ impl SrqState {
         self.ring.info()
     }
 
-    fn producer(&self) -> u32 {
-        if self.user {
-            self.ring.producer()
-        } else {
-            self.prod
-        }
-    }
-
     fn outstanding(&self) -> u32 {
-        core::cmp::min(self.producer().wrapping_sub(self.cons), self.ring.slots())
+        core::cmp::min(
+            self.ring.producer().wrapping_sub(self.cons),
+            self.ring.slots(),
+        )
     }
 
     /// Arm the limit (EINVAL if above the queue's depth).
@@ -97,7 +93,6 @@ impl SrqState {
             }
         }
         let mut next = next;
-        next.prod = waiting;
         next.ring.set_producer(waiting);
         next.ring.set_consumer(0);
         next.limit = self.limit;
@@ -109,7 +104,8 @@ impl SrqState {
         if self.user || sges.len() > self.max_sge as usize {
             return Err(EINVAL);
         }
-        if self.prod.wrapping_sub(self.cons) >= self.max_wr() {
+        let prod = self.ring.producer();
+        if prod.wrapping_sub(self.cons) >= self.max_wr() {
             return Err(ENOMEM);
         }
         let w = RecvWqe {
@@ -117,11 +113,8 @@ impl SrqState {
             num_sge: sges.len() as u32,
             _reserved: 0,
         };
-        self.ring
-            .write_wqe(self.prod, &w, sges, &[])
-            .ok_or(EINVAL)?;
-        self.prod = self.prod.wrapping_add(1);
-        self.ring.set_producer(self.prod);
+        self.ring.write_wqe(prod, &w, sges, &[]).ok_or(EINVAL)?;
+        self.ring.set_producer(prod.wrapping_add(1));
         Ok(())
     }
 }

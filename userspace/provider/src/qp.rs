@@ -229,12 +229,9 @@ impl SendQueue {
                     break;
                 }
             };
-            if !ring.has_room(prod, cons) {
-                cons = ring.consumer().load(Ordering::Acquire);
-                if !ring.has_room(prod, cons) {
-                    ret = libc::ENOMEM;
-                    break;
-                }
+            if !ring.room_for(prod, &mut cons) {
+                ret = libc::ENOMEM;
+                break;
             }
             let slot = ring.slot(prod);
             // SAFETY: the slot is free and holds the header plus max_sge

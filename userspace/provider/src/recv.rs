@@ -68,12 +68,9 @@ impl RecvQueue {
                     break;
                 }
             };
-            if !ring.has_room(prod, cons) {
-                cons = ring.consumer().load(Ordering::Acquire);
-                if !ring.has_room(prod, cons) {
-                    ret = libc::ENOMEM;
-                    break;
-                }
+            if !ring.room_for(prod, &mut cons) {
+                ret = libc::ENOMEM;
+                break;
             }
             let slot = ring.slot(prod);
             let hdr = abi::RecvWqe {

@@ -7,7 +7,7 @@ use core::ffi::c_int;
 use core::mem::{offset_of, size_of};
 use core::ops::{Deref, DerefMut};
 use core::ptr::{addr_of_mut, null_mut};
-use core::sync::atomic::AtomicU32;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use softrnic_abi as abi;
 
@@ -127,6 +127,17 @@ impl Ring {
     /// (slots_for keeps one spare), and users size their CQs by max_wr.
     pub fn has_room(&self, prod: u32, cons: u32) -> bool {
         prod.wrapping_sub(cons) < self.slots.saturating_sub(1)
+    }
+
+    /// Whether slot `prod` is free, looking at the kernel's consumer again
+    /// (into `cons`) only when the cached value says the ring is full.
+    /// Acquire: the kernel has copied a slot out before it moved past it.
+    pub fn room_for(&self, prod: u32, cons: &mut u32) -> bool {
+        if self.has_room(prod, *cons) {
+            return true;
+        }
+        *cons = self.consumer().load(Ordering::Acquire);
+        self.has_room(prod, *cons)
     }
 }
 

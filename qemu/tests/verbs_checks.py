@@ -114,6 +114,11 @@ def to_err(qp):
     qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
 
 
+def post_recv(qp, mr, wr_id, length=64):
+    """Post one receive of `length` bytes at the start of `mr`."""
+    qp.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(mr.buf, length, mr.lkey)]))
+
+
 def qp_state(qp):
     attr, _ = qp.query(e.IBV_QP_STATE)
     return attr.qp_state
@@ -155,7 +160,7 @@ def cq_resize_keeps_waiting_completions():
         mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
         to_init(qp)
         for i in range(6):
-            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+            post_recv(qp, mr, i)
         to_err(qp)
         expect_errno(errno.EINVAL, cq.resize, 3)  # 6 waiting do not fit
         cq.resize(64)
@@ -251,10 +256,10 @@ def qp_to_error_flushes_every_receive():
         qp = rc_qp(pd, cq, recv_wr=16)
         mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
         # Receives cannot be posted in RESET; from INIT on they can.
-        expect_errno(errno.EINVAL, qp.post_recv, RecvWR(wr_id=1, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        expect_errno(errno.EINVAL, post_recv, qp, mr, 1)
         to_init(qp)
         for i in range(10):
-            qp.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+            post_recv(qp, mr, 100 + i)
         n, _ = cq.poll(1)
         want(n == 0, 'completion before the QP left RESET')
         to_err(qp)
@@ -264,7 +269,7 @@ def qp_to_error_flushes_every_receive():
             want(w.status == e.IBV_WC_WR_FLUSH_ERR, f'status {w.status}')
             want(w.wr_id == 100 + i and w.qp_num == qp.qp_num, 'wrong wr_id/qp_num')
         # A receive posted to a QP already in ERR is flushed too.
-        qp.post_recv(RecvWR(wr_id=999, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        post_recv(qp, mr, 999)
         n, wcs = cq.poll(4)
         want(n == 1 and wcs[0].wr_id == 999 and wcs[0].status == e.IBV_WC_WR_FLUSH_ERR,
              f'receive posted in ERR: {n} completions')
@@ -281,13 +286,13 @@ def qp_destroy_while_busy():
         qp = rc_qp(pd, cq, send_wr=16, recv_wr=16)
         to_init(qp)
         for i in range(8):
-            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+            post_recv(qp, mr, i)
         qp.close()
         n, _ = cq.poll(64)
         want(n == 0, f'{n} completions from a destroyed QP')
         qp = rc_qp(pd, cq)
         to_init(qp)
-        qp.post_recv(RecvWR(wr_id=5, num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+        post_recv(qp, mr, 5)
         to_err(qp)
         n, wcs = cq.poll(4)
         want(n == 1 and wcs[0].wr_id == 5, 'CQ unusable after a busy QP was destroyed')
@@ -565,7 +570,7 @@ def event_cq_overflow_is_cq_error():
         mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
         to_init(qp)
         for i in range(cq.cqe + 4):
-            qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
+            post_recv(qp, mr, i, 8)
         to_err(qp)
         wait_event(ctx, e.IBV_EVENT_CQ_ERR)
         qp.close()
@@ -573,50 +578,41 @@ def event_cq_overflow_is_cq_error():
         cq.close()
 
 
-@check
-def event_completion_channel():
-    """An armed CQ raises one completion event on its channel (here for a
-    flushed receive: an error completion wakes a solicited-only arm too)."""
+def flushed_receive_wakes_channel(wr_id, arm, between=lambda cq: None):
+    """Arm a CQ with a completion channel (`arm(cq)`), run `between(cq)`,
+    flush one receive into it, and expect exactly one event and that
+    completion."""
     with Context(name=ROCE) as ctx, PD(ctx) as pd:
         ch = CompChannel(ctx)
         cq = CQ(ctx, 8, None, ch, 0)
         qp = rc_qp(pd, cq)
         mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
         to_init(qp)
-        qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
-        cq.req_notify(solicited_only=True)
+        post_recv(qp, mr, wr_id, 8)
+        arm(cq)
+        between(cq)
         to_err(qp)
         ch.get_cq_event(cq)
         cq.ack_events(1)
         n, wcs = cq.poll(4)
-        want(n == 1 and wcs[0].wr_id == 7, f'{n} completions after the event')
+        want(n == 1 and wcs[0].wr_id == wr_id, f'{n} completions after the event')
         qp.close()
         mr.close()
         cq.close()
         ch.close()
+
+
+@check
+def event_completion_channel():
+    """An armed CQ raises one completion event on its channel (here for a
+    flushed receive: an error completion wakes a solicited-only arm too)."""
+    flushed_receive_wakes_channel(7, lambda cq: cq.req_notify(solicited_only=True))
 
 
 @check
 def event_arm_survives_cq_resize():
     """An arm made before ibv_resize_cq still fires on the resized CQ."""
-    with Context(name=ROCE) as ctx, PD(ctx) as pd:
-        ch = CompChannel(ctx)
-        cq = CQ(ctx, 8, None, ch, 0)
-        qp = rc_qp(pd, cq)
-        mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
-        to_init(qp)
-        qp.post_recv(RecvWR(wr_id=8, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
-        cq.req_notify()
-        cq.resize(64)
-        to_err(qp)
-        ch.get_cq_event(cq)
-        cq.ack_events(1)
-        n, wcs = cq.poll(4)
-        want(n == 1 and wcs[0].wr_id == 8, f'{n} completions after the event')
-        qp.close()
-        mr.close()
-        cq.close()
-        ch.close()
+    flushed_receive_wakes_channel(8, lambda cq: cq.req_notify(), lambda cq: cq.resize(64))
 
 
 def main():

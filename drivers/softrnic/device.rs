@@ -50,6 +50,8 @@ impl Transport {
 /// `ib_device` it extends (see `glue::SoftRnicIbDev`).  Immutable once created.
 pub(crate) struct SoftRnic {
     pub(crate) transport: Transport,
+    /// RoCE: the UDP port 4791 sockets of the netdev's namespace.
+    _sockets: Option<glue::net::NetNsSockets>,
 }
 
 /// A registry entry: one live softrnic device.
@@ -106,7 +108,24 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
         return Err(EINVAL);
     }
     let netdev_id = ndev.id();
-    let dev = IbDevice::alloc(SoftRnic { transport }, ndev)?;
+    let sockets = match transport {
+        Transport::Roce => Some(glue::net::NetNsSockets::attach(ndev).inspect_err(|e| {
+            if *e == EADDRINUSE {
+                pr_info!(
+                    "UDP port 4791 is taken in the namespace of {} (another RoCE driver?)\n",
+                    ndev.name()
+                );
+            }
+        })?),
+        Transport::Iwarp => None,
+    };
+    let dev = IbDevice::alloc(
+        SoftRnic {
+            transport,
+            _sockets: sockets,
+        },
+        ndev,
+    )?;
     // Check for a duplicate and claim the (netdev, transport) slot under one
     // lock hold: two `rdma link add` may run at once.
     let claimed = {

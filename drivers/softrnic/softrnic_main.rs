@@ -4,7 +4,7 @@
 //! RDMA core as the kernel verbs provider (RNICPI's P-RNICPI kVP).
 //!
 //! Layers: `glue` (bindings, C shim, ib_device_ops entry points) → `device`,
-//! `attrs` (verbs objects) → engines (later).  Sans-IO rules live in `core/`,
+//! `attrs` (verbs objects) → `engine` (the RoCEv2 RNIC engine).  Sans-IO rules live in `core/`,
 //! shared with host tests; the user ABI lives in `userspace/abi/src/abi.rs`.
 
 use kernel::prelude::*;
@@ -14,6 +14,7 @@ use kernel::prelude::*;
 mod abi;
 mod attrs;
 mod device;
+mod engine;
 mod glue;
 #[path = "core/limits.rs"]
 #[allow(dead_code)]
@@ -21,8 +22,8 @@ mod limits;
 #[path = "core/qp_state.rs"]
 #[allow(dead_code)]
 mod qp_state;
-// RoCEv2 wire rules (issue 4): compiled and linted with the module now,
-// used by the engine when it lands.
+// The RoCEv2 wire rules (sans-IO, host-tested too); not every item is used
+// by the engine.
 #[path = "core/icrc.rs"]
 #[allow(dead_code)]
 mod icrc;
@@ -32,6 +33,9 @@ mod psn;
 #[path = "core/roce_wire.rs"]
 #[allow(dead_code)]
 mod roce_wire;
+#[path = "core/transport_rules.rs"]
+#[allow(dead_code)]
+mod transport_rules;
 mod verbs;
 
 module! {
@@ -46,7 +50,11 @@ struct SoftRnicModule;
 
 impl kernel::Module for SoftRnicModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
-        device::init()?;
+        glue::net::register()?;
+        if let Err(e) = device::init() {
+            glue::net::unregister();
+            return Err(e);
+        }
         pr_info!("loaded: link types softrnic_roce, softrnic_iwarp\n");
         Ok(SoftRnicModule)
     }
@@ -55,6 +63,7 @@ impl kernel::Module for SoftRnicModule {
 impl Drop for SoftRnicModule {
     fn drop(&mut self) {
         device::exit();
+        glue::net::unregister();
         verbs::report_live();
         pr_info!("unloaded\n");
     }

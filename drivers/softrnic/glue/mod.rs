@@ -7,6 +7,7 @@
 pub(crate) mod bindings;
 pub(crate) mod events;
 mod iw_ops;
+pub(crate) mod net;
 mod ops;
 pub(crate) mod ring;
 pub(crate) mod table;
@@ -40,6 +41,15 @@ fn errno(r: Result) -> ffi::c_int {
     }
 }
 
+/// The device of a verbs object (for code outside the glue layer).
+///
+/// # Safety
+/// `ib` is one of our devices, alive for as long as the result is used.
+pub(crate) unsafe fn dev_of(ib: *mut bindings::ib_device) -> IbDevice {
+    // SAFETY: per the caller's contract.
+    unsafe { IbDevice::from_ib(ib) }
+}
+
 /// The device an op is called on.
 ///
 /// # Safety
@@ -70,6 +80,8 @@ pub(crate) struct SoftRnicIbDev {
     port_up: AtomicBool,
     /// Object counts and key tables of the verbs layer.
     verbs: crate::verbs::DeviceVerbs,
+    /// Packet counters of the engine.
+    counters: crate::engine::Counters,
 }
 
 /// A pointer to a live softrnic `ib_device`.
@@ -102,6 +114,7 @@ impl IbDevice {
         unsafe {
             addr_of_mut!((*p).driver).write(driver);
             addr_of_mut!((*p).port_up).write(AtomicBool::new(port_up));
+            addr_of_mut!((*p).counters).write(crate::engine::Counters::default());
             crate::verbs::DeviceVerbs::init(addr_of_mut!((*p).verbs));
             let ib = addr_of_mut!((*p).ib);
             (*ib).node_type = match transport {
@@ -160,6 +173,20 @@ impl IbDevice {
         // SAFETY: as in `driver`; initialised in `alloc`, and its tables and
         // counters synchronise themselves.
         unsafe { &(*self.0.as_ptr()).verbs }
+    }
+
+    pub(crate) fn counters(&self) -> &crate::engine::Counters {
+        // SAFETY: as in `driver`; initialised in `alloc`, atomics.
+        unsafe { &(*self.0.as_ptr()).counters }
+    }
+
+    /// Drop the driver part (dealloc_driver, once).
+    ///
+    /// # Safety
+    /// The device is being freed; nothing uses the driver part any more.
+    pub(crate) unsafe fn drop_driver(&self) {
+        // SAFETY: per the contract; written once in `alloc`.
+        unsafe { core::ptr::drop_in_place(addr_of_mut!((*self.0.as_ptr()).driver)) }
     }
 
     pub(crate) fn limits(&self) -> &'static crate::limits::DeviceLimits {

@@ -37,6 +37,8 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         dealloc_ucontext: Some(dealloc_ucontext),
         disassociate_ucontext: Some(disassociate_ucontext),
         dealloc_driver: Some(dealloc_driver),
+        alloc_hw_port_stats: Some(alloc_hw_port_stats),
+        get_hw_stats: Some(get_hw_stats),
         mmap: Some(b::softrnic_mmap),
         mmap_free: Some(b::softrnic_mmap_free),
         alloc_pd: Some(v::alloc_pd),
@@ -270,4 +272,48 @@ unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     // SAFETY: every object is gone (ib_core destroyed them at unregister).
     unsafe { d.verbs().destroy() };
     device::forget(&d);
+    // SAFETY: the last use of the device's driver part (its sockets close).
+    unsafe { d.drop_driver() };
+}
+
+/// The counter descriptors ib_core shows (names from `engine::COUNTER_NAMES`).
+struct StatDescs([b::rdma_stat_desc; crate::engine::COUNTERS]);
+
+// SAFETY: read-only data (pointers to static strings).
+unsafe impl Sync for StatDescs {}
+
+static STAT_DESCS: StatDescs = StatDescs({
+    let mut d = [b::rdma_stat_desc {
+        name: core::ptr::null(),
+        flags: 0,
+        priv_: core::ptr::null(),
+    }; crate::engine::COUNTERS];
+    let mut i = 0;
+    while i < crate::engine::COUNTERS {
+        d[i].name = crate::engine::COUNTER_NAMES[i].as_ptr().cast();
+        i += 1;
+    }
+    d
+});
+
+/// ib_core: the per-port counters of `rdma statistic` and sysfs hw_counters.
+unsafe extern "C" fn alloc_hw_port_stats(_ib: *mut b::ib_device, _port: u32) -> *mut b::rdma_hw_stats {
+    // SAFETY: a static descriptor table of COUNTERS entries.
+    unsafe { b::softrnic_alloc_port_stats(STAT_DESCS.0.as_ptr(), crate::engine::COUNTERS as i32) }
+}
+
+unsafe extern "C" fn get_hw_stats(
+    ib: *mut b::ib_device,
+    stats: *mut b::rdma_hw_stats,
+    _port: u32,
+    _index: ffi::c_int,
+) -> ffi::c_int {
+    // SAFETY: ib_core calls this on our live device with the stats it
+    // allocated through alloc_hw_port_stats.
+    let d = unsafe { dev(ib) };
+    for i in 0..crate::engine::COUNTERS {
+        // SAFETY: as above; the shim checks the index.
+        unsafe { b::softrnic_stats_set(stats, i as i32, d.counters().get(i)) };
+    }
+    crate::engine::COUNTERS as ffi::c_int
 }

@@ -240,6 +240,14 @@ impl Ring {
         Some(())
     }
 
+    /// Copy raw bytes from `offset` in slot `index` (inline data).
+    pub(crate) fn read_bytes(&self, index: u32, offset: usize, dst: &mut [u8]) -> Option<()> {
+        let p = self.slot(index, offset, dst.len())?;
+        // SAFETY: in-bounds source; `dst` is a distinct buffer.
+        unsafe { core::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        Some(())
+    }
+
     /// Store raw bytes at `offset` in slot `index` (inline data).
     pub(crate) fn write_bytes(&self, index: u32, offset: usize, data: &[u8]) -> Option<()> {
         let p = self.slot(index, offset, data.len())?;

@@ -21,6 +21,8 @@
 #include <linux/xarray.h>
 #include <linux/completion.h>
 #include <linux/random.h>
+#include <linux/workqueue.h>
+#include <linux/timer.h>
 
 /* The link types softrnic registers; index = enum softrnic_transport. */
 enum softrnic_transport {
@@ -121,5 +123,46 @@ int softrnic_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
 int softrnic_mr_set_page(struct ib_mr *mr, u64 addr);
 u8 softrnic_random_key_byte(void);
 unsigned long softrnic_page_size(void);
+
+/*
+ * Network and engine helpers (glue/net_shim.c).
+ */
+/* Implemented in Rust (glue/net.rs): a RoCEv2 packet for `ibdev` (consumed),
+ * or a packet dropped before it could be looked at. */
+void softrnic_roce_recv(struct ib_device *ibdev, struct sk_buff *skb);
+void softrnic_roce_drop(struct ib_device *ibdev);
+
+int softrnic_net_register(void);
+void softrnic_net_unregister(void);
+int softrnic_net_attach(struct net_device *ndev, struct net **net, u64 *cookie);
+void softrnic_net_detach(struct net *net, u64 cookie);
+
+const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *len);
+void softrnic_skb_smac(const struct sk_buff *skb, u8 mac[6]);
+void softrnic_skb_free(struct sk_buff *skb);
+struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
+				   u8 **data);
+u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
+			      const u8 saddr[16], const u8 daddr[16], u16 sport,
+			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err);
+int softrnic_skb_xmit(struct sk_buff *skb);
+
+void *softrnic_kmap(struct page *page);
+void softrnic_kunmap(void *addr);
+size_t softrnic_umem_page_count(struct ib_umem *umem);
+size_t softrnic_umem_pages(struct ib_umem *umem, struct page **pages, size_t n,
+			   u32 *first_offset);
+
+struct rdma_hw_stats *softrnic_alloc_port_stats(const struct rdma_stat_desc *descs,
+						int n);
+void softrnic_stats_set(struct rdma_hw_stats *stats, int i, u64 value);
+
+void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct *));
+void softrnic_work_queue(struct work_struct *work);
+void softrnic_work_cancel(struct work_struct *work);
+void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *));
+void softrnic_timer_arm(struct timer_list *t, u64 usecs);
+void softrnic_timer_stop(struct timer_list *t);
+void softrnic_timer_shutdown(struct timer_list *t);
 
 #endif

@@ -29,6 +29,12 @@ impl Umem {
     }
 }
 
+impl Umem {
+    pub(crate) fn as_ptr(&self) -> *mut b::ib_umem {
+        self.0.as_ptr()
+    }
+}
+
 impl Drop for Umem {
     fn drop(&mut self) {
         // SAFETY: we own the umem; releasing unpins the pages (may sleep:

@@ -22,7 +22,7 @@ use crate::abi::{self, Cqe, SendWqe, Sge};
 use crate::qp_state::{self, attr, QpState, QpType};
 use crate::verbs::ah::{self, Ah, Av};
 use crate::verbs::cq::{self, Cq, CqState};
-use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw};
+use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw, UserMem};
 use crate::verbs::qp::{self, After, Caps, Qp, QpQueues};
 use crate::verbs::srq::{self, Srq, SrqState};
 use crate::verbs::{self, Kind};
@@ -734,6 +734,7 @@ pub(super) unsafe extern "C" fn create_qp(
             addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()));
             (*p).ib.qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
+            (*p).engine_init();
         }
         init.cap.max_send_wr = caps.max_send_wr;
         init.cap.max_recv_wr = caps.max_recv_wr;
@@ -829,8 +830,8 @@ pub(super) unsafe extern "C" fn modify_qp(
     })();
     q.after(after);
     if result.is_ok() && mask & attr::STATE != 0 {
-        // Local operations posted before RTS run now.
-        q.run_local_ops(d.verbs());
+        // Work posted before RTS runs now.
+        q.doorbell(true);
     }
     errno(result)
 }
@@ -909,6 +910,8 @@ pub(super) unsafe extern "C" fn destroy_qp(
         let d = dev((*p).ib.device);
         d.verbs().qps.erase((*p).ib.qp_num);
         (*p).r.drain();
+        // No packet can reach it now; stop its timer and work item.
+        (*p).engine_stop();
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);
     }
@@ -1012,8 +1015,7 @@ pub(super) unsafe extern "C" fn post_send(
             return EINVAL.to_errno();
         }
         q.flush_if_error();
-        // SAFETY: the QP's device is ours.
-        q.run_local_ops(unsafe { dev((*ibqp).device) }.verbs());
+        q.doorbell(true);
         return 0;
     }
     let mut inline = [0u8; 256];
@@ -1062,8 +1064,8 @@ pub(super) unsafe extern "C" fn post_send(
     }
     drop(s);
     q.flush_if_error();
-    // SAFETY: the QP's device is ours.
-    q.run_local_ops(unsafe { dev((*ibqp).device) }.verbs());
+    // Kernel consumers may post from any context: the work item sends.
+    q.doorbell(false);
     ret
 }
 
@@ -1211,7 +1213,7 @@ pub(super) unsafe extern "C" fn reg_user_mr(
         mr::check_access(access)?;
         check_range(start, length, d.limits().max_mr_size)?;
         check_range(virt, length, u64::MAX)?;
-        let umem = Umem::get(d.ib(), start, length, access)?;
+        let umem = UserMem::new(Umem::get(d.ib(), start, length, access)?)?;
         new_mr(
             &d,
             pd,
@@ -1265,7 +1267,7 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
             }
             check_range(start, length, d.limits().max_mr_size)?;
             check_range(virt, length, u64::MAX)?;
-            let umem = Umem::get(d.ib(), start, length, access)?;
+            let umem = UserMem::new(Umem::get(d.ib(), start, length, access)?)?;
             let old = {
                 let mut s = m.inner.lock();
                 s.iova = virt;
@@ -1335,6 +1337,8 @@ pub(super) unsafe extern "C" fn alloc_mr(
                 kind: MrKind::FastReg {
                     pages,
                     max_pages: max_num_sg,
+                    page_size: 0,
+                    offset: 0,
                 },
                 access: 0,
                 iova: 0,
@@ -1360,7 +1364,11 @@ pub(super) unsafe extern "C" fn map_mr_sg(
     let m = unsafe { &*ibmr.cast::<Mr>() };
     m.inner.lock().clear_pages();
     // SAFETY: valid arguments from ib_map_mr_sg; the callback appends pages.
-    unsafe { b::softrnic_map_mr_sg(ibmr, sg, nents, offset) }
+    let n = unsafe { b::softrnic_map_mr_sg(ibmr, sg, nents, offset) };
+    // SAFETY: ib_sg_to_pages set the MR's page size and iova.
+    let (size, iova) = unsafe { ((*ibmr).page_size, (*ibmr).iova) };
+    m.inner.lock().set_page_layout(size, iova);
+    n
 }
 
 /// C callback of ib_sg_to_pages: one page of a fast-registration MR.

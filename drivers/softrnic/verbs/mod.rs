@@ -106,6 +106,14 @@ impl DeviceVerbs {
         }
     }
 
+    /// The address vector of AH number `num` (UD work requests name AHs by
+    /// number).
+    pub(crate) fn ah_av(&self, num: u32) -> Option<ah::Av> {
+        // SAFETY: AV_OFFSET is the offset of the `av` field (a Copy value)
+        // of the AHs the table holds.
+        unsafe { self.ahs.read::<ah::Av>(num, ah::AV_OFFSET) }
+    }
+
     /// Count one more object of `kind`; ENOMEM past the device limit.
     pub(crate) fn charge(&self, kind: Kind, limits: &DeviceLimits) -> Result {
         let max = kind.max(limits);

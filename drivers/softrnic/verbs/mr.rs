@@ -45,11 +45,38 @@ pub(crate) enum MrKind {
     /// All of kernel memory (get_dma_mr): addresses are kernel virtual
     /// addresses (ib_core's virtual DMA).
     Dma,
-    /// Pinned user memory (held: dropping it unpins the pages).
-    User(#[allow(dead_code)] Umem),
-    /// A fast-registration MR: a page list filled by map_mr_sg, made valid
-    /// by a REG_MR work request.
-    FastReg { pages: KVec<u64>, max_pages: u32 },
+    /// Pinned user memory.
+    User(UserMem),
+    /// A fast-registration MR: a page list filled by map_mr_sg (kernel
+    /// virtual addresses of `page_size` pages; the region starts `offset`
+    /// bytes into the first), made valid by a REG_MR work request.
+    FastReg {
+        pages: KVec<u64>,
+        max_pages: u32,
+        page_size: u32,
+        offset: u64,
+    },
+}
+
+/// Pinned user pages: the umem (dropping it unpins them) and its pages in
+/// order, for the engine's copies.
+pub(crate) struct UserMem {
+    _umem: Umem,
+    /// `struct page *` of every page.
+    pub(crate) pages: KVec<usize>,
+    /// Where the region starts in the first page.
+    pub(crate) offset: u32,
+}
+
+impl UserMem {
+    pub(crate) fn new(umem: Umem) -> Result<UserMem> {
+        let (pages, offset) = crate::glue::net::umem_pages(&umem)?;
+        Ok(UserMem {
+            _umem: umem,
+            pages,
+            offset,
+        })
+    }
 }
 
 pub(crate) struct MrState {
@@ -97,7 +124,9 @@ impl MrState {
     /// Append a page (map_mr_sg callback); ENOMEM past the MR's capacity.
     pub(crate) fn push_page(&mut self, addr: u64) -> Result {
         match &mut self.kind {
-            MrKind::FastReg { pages, max_pages } => {
+            MrKind::FastReg {
+                pages, max_pages, ..
+            } => {
                 if pages.len() >= *max_pages as usize {
                     return Err(ENOMEM);
                 }
@@ -113,6 +142,21 @@ impl MrState {
             pages.clear();
         }
     }
+
+    /// After map_mr_sg: the page size and where the mapped range (starting
+    /// at `iova`) begins in the first page.
+    pub(crate) fn set_page_layout(&mut self, size: u32, iova: u64) {
+        if let MrKind::FastReg {
+            pages,
+            page_size,
+            offset,
+            ..
+        } = &mut self.kind
+        {
+            *page_size = size;
+            *offset = pages.first().map_or(0, |&p| iova.wrapping_sub(p));
+        }
+    }
 }
 
 /// Initialiser for `Mr::inner`.
@@ -121,7 +165,6 @@ pub(crate) fn new_mr_inner(state: MrState) -> impl PinInit<SpinLockIrq<MrState>>
 }
 
 /// A memory window's binding (the transports check remote access against it).
-#[allow(dead_code)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct MwBinding {
     pub(crate) mr_index: u32,

@@ -8,12 +8,14 @@ use core::ptr::NonNull;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
+use kernel::types::Opaque;
 
 use super::ah::Av;
 use super::cq::{Cq, Owed};
 use super::local_ops::{self, OnQp};
 use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
+use crate::engine::Engine;
 use crate::glue::bindings as b;
 use crate::glue::events::{self, Event};
 use crate::glue::ring::{Pod, Ring, UserCtx};
@@ -66,6 +68,10 @@ pub(crate) struct Qp {
     pub(crate) recv_cq: NonNull<Cq>,
     pub(crate) srq: Option<NonNull<Srq>>,
     pub(crate) inner: SpinLockIrq<QpInner>,
+    /// The engine's work item (it pumps the QP's packets) and timer
+    /// (retransmission, RNR); set up by `engine_init`.
+    pub(crate) work: Opaque<b::work_struct>,
+    pub(crate) timer: Opaque<b::timer_list>,
 }
 
 // SAFETY: REF_OFFSET is the offset of the Ref field, initialised in create
@@ -83,13 +89,14 @@ unsafe impl Send for Qp {}
 pub(crate) struct QpInner {
     pub(crate) state: QpState,
     pub(crate) attrs: QpAttrs,
-    sq: Ring,
-    rq: Option<Ring>,
+    pub(crate) sq: Ring,
+    pub(crate) rq: Option<Ring>,
     /// The consumer counters, kernel-private: a user ring's header is user
     /// memory.  Producers are read from the ring headers (user-written for
     /// user QPs, kernel-private memory for kernel QPs).
-    sq_cons: u32,
-    rq_cons: u32,
+    pub(crate) sq_cons: u32,
+    pub(crate) rq_cons: u32,
+    pub(crate) eng: Engine,
 }
 
 /// The rings and caps `create` makes, before the QP object exists.
@@ -143,6 +150,7 @@ impl QpQueues {
                 rq,
                 sq_cons: 0,
                 rq_cons: 0,
+                eng: Engine::new(sq_slots)?,
             },
             caps,
         })
@@ -167,11 +175,15 @@ pub(crate) fn new_inner(inner: QpInner) -> impl PinInit<SpinLockIrq<QpInner>> {
 /// Things to do after the QP lock is dropped.
 #[derive(Default)]
 pub(crate) struct After {
-    fatal: bool,
+    pub(crate) fatal: bool,
     sq_drained: bool,
     last_wqe: bool,
-    send_cq: Owed,
-    recv_cq: Owed,
+    /// A QP error event for the remote end's request (access, invalid).
+    pub(crate) event: Option<Event>,
+    /// The SRQ drained below its limit.
+    pub(crate) srq_limit: bool,
+    pub(crate) send_cq: Owed,
+    pub(crate) recv_cq: Owed,
 }
 
 /// The completion opcode that answers a send opcode.
@@ -189,19 +201,29 @@ fn wc_opcode(wr_opcode: u32) -> u8 {
 }
 
 impl Qp {
-    fn send_cq(&self) -> &Cq {
+    pub(crate) fn send_cq(&self) -> &Cq {
         // SAFETY: ib_core keeps the CQ alive while the QP exists (it holds a
         // use count on it; create_qp stored the pointer).
         unsafe { self.send_cq.as_ref() }
     }
 
-    fn recv_cq(&self) -> &Cq {
+    pub(crate) fn recv_cq(&self) -> &Cq {
         // SAFETY: as in `send_cq`.
         unsafe { self.recv_cq.as_ref() }
     }
 
     pub(crate) fn qpn(&self) -> u32 {
         self.ib.qp_num
+    }
+
+    pub(crate) fn srq_ref(&self) -> Option<&Srq> {
+        // SAFETY: as in `send_cq`: ib_core holds a use count on the SRQ.
+        self.srq.map(|p| unsafe { &*p.as_ptr() })
+    }
+
+    /// A send-queue completion for a WQE of `wr_opcode`.
+    pub(crate) fn send_cqe(&self, wr_id: u64, wr_opcode: u32, status: u8) -> Cqe {
+        self.cqe(wr_id, wc_opcode(wr_opcode), status)
     }
 
     fn flush_cqe(&self, wr_id: u64, opcode: u8) -> Cqe {
@@ -290,7 +312,13 @@ impl Qp {
         let cur = s.state;
         s.state = next;
         match next {
+            QpState::Rtr if cur == QpState::Init => s.eng.resp.restart(s.attrs.rq_psn),
+            QpState::Rts if cur == QpState::Rtr => {
+                let (cons, a) = (s.sq_cons, s.attrs);
+                s.eng.req.restart(cons, a.sq_psn, a.retry_cnt, a.rnr_retry);
+            }
             QpState::Err if cur != QpState::Err => {
+                self.stop_timer();
                 // Tell the provider first, then look at its producers: a
                 // receive it posts meanwhile is either seen by this flush or
                 // followed by a doorbell (abi.rs, QueueHeader::kernel_flags).
@@ -303,6 +331,8 @@ impl Qp {
                 after.last_wqe = self.srq.is_some();
             }
             QpState::Reset => {
+                self.stop_timer();
+                s.eng.resp.restart(0);
                 s.sq.clear_kernel_flags(abi::QUEUE_QP_ERROR);
                 if let Some(rq) = &s.rq {
                     rq.clear_kernel_flags(abi::QUEUE_QP_ERROR);
@@ -322,6 +352,12 @@ impl Qp {
         self.recv_cq().deliver(after.recv_cq);
         if after.fatal {
             events::qp_event(&self.ib, Event::QpFatal);
+        }
+        if let Some(ev) = after.event {
+            events::qp_event(&self.ib, ev);
+        }
+        if let Some(srq) = self.srq_ref().filter(|_| after.srq_limit) {
+            events::srq_event(&srq.ib, Event::SrqLimitReached);
         }
         if after.sq_drained {
             events::qp_event(&self.ib, Event::SqDrained);
@@ -343,14 +379,10 @@ impl Qp {
         self.after(after);
     }
 
-    /// Kernel datagram QPs (ib_mad's GSI QP, kernel UD consumers).
-    fn drops_datagrams(&self) -> bool {
-        !self.user && matches!(self.ty, QpType::Ud | QpType::Gsi)
-    }
-
-    /// Run the local operations (bind, invalidate, fast-register) at the
-    /// head of the send queue while the QP is in RTS; stops at the first
-    /// operation for the transport.  A failed one completes in error and
+    /// iWARP (until its transport exists): run the local operations (bind,
+    /// invalidate, fast-register) at the head of the send queue while the
+    /// QP is in RTS; stops at the first operation for the transport.  RoCE
+    /// QPs run them in the engine's requester, in order with the rest.  A failed one completes in error and
     /// moves the QP to ERR, which flushes the rest.
     pub(crate) fn run_local_ops(&self, v: &super::DeviceVerbs) {
         let on = OnQp {
@@ -381,13 +413,6 @@ impl Qp {
                         Ok(()) => abi::WC_SUCCESS,
                         Err(status) => status,
                     }
-                } else if self.drops_datagrams() {
-                    // No transport runs yet (issue 4).  A datagram may be
-                    // lost on the wire, so a kernel UD/GSI send completes as
-                    // sent: ib_mad holds every MAD until its send completes,
-                    // and without completions device removal would wait
-                    // for them forever.
-                    abi::WC_SUCCESS
                 } else {
                     break;
                 };
@@ -405,6 +430,20 @@ impl Qp {
             }
         }
         self.after(after);
+    }
+
+    /// New work was posted (or the state changed): have it sent.  RoCE QPs
+    /// pump their engine (here if `here`, a process context; else in the
+    /// work item); iWARP QPs run their local operations.
+    pub(crate) fn doorbell(&self, here: bool) {
+        if self.iwarp {
+            self.run_local_ops(self.dev().verbs());
+        } else if here {
+            self.pump(true);
+        } else {
+            let s = self.inner.lock();
+            self.queue_work(&s.eng);
+        }
     }
 
     /// Queue one send WQE of a kernel consumer (`sges` or `inline` data).

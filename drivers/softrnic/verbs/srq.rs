@@ -119,6 +119,60 @@ impl SrqState {
     }
 }
 
+/// A receive WQE taken off a receive queue by a responder.
+pub(crate) struct Taken {
+    pub(crate) wr_id: u64,
+    pub(crate) sges: [Sge; crate::engine::send::MAX_SGE],
+    pub(crate) nsge: usize,
+}
+
+impl Taken {
+    pub(crate) fn sges(&self) -> &[Sge] {
+        &self.sges[..self.nsge]
+    }
+
+    /// Read the WQE in slot `index` of `ring`, allowing `max_sge` SGEs.
+    pub(crate) fn read(ring: &Ring, index: u32, max_sge: u32) -> Option<Taken> {
+        let w = ring.read::<RecvWqe>(index, 0)?;
+        if w.num_sge > max_sge || w.num_sge as usize > crate::engine::send::MAX_SGE {
+            return None;
+        }
+        let mut t = Taken {
+            wr_id: w.wr_id,
+            sges: [Sge::default(); crate::engine::send::MAX_SGE],
+            nsge: w.num_sge as usize,
+        };
+        for i in 0..t.nsge {
+            t.sges[i] = ring.read::<Sge>(index, size_of::<RecvWqe>() + i * size_of::<Sge>())?;
+        }
+        Some(t)
+    }
+}
+
+impl SrqState {
+    /// Whether a receive WQE is waiting.
+    pub(crate) fn has_wqe(&self) -> bool {
+        self.outstanding() != 0
+    }
+
+    /// Take the next receive WQE.  The second value says the SRQ just
+    /// drained below its armed limit (the limit disarms: raise
+    /// SRQ_LIMIT_REACHED once).  A malformed WQE is skipped.
+    pub(crate) fn take(&mut self) -> (Option<Taken>, bool) {
+        if self.outstanding() == 0 {
+            return (None, false);
+        }
+        let t = Taken::read(&self.ring, self.cons, self.max_sge);
+        self.cons = self.cons.wrapping_add(1);
+        self.ring.set_consumer(self.cons);
+        let limit_hit = self.limit != 0 && self.outstanding() < self.limit;
+        if limit_hit {
+            self.limit = 0;
+        }
+        (t, limit_hit)
+    }
+}
+
 /// Initialiser for `Srq::inner`.
 pub(crate) fn new_inner(state: SrqState) -> impl PinInit<SpinLockIrq<SrqState>> {
     new_spinlock_irq!(state, "softrnic_srq")

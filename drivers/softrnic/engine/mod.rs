@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RNIC engine for RoCEv2: the requester (`send.rs`: work requests to
+//! request packets), the responder (`respond.rs`: request packets to memory,
+//! receive completions and responses), the completer (`complete.rs`:
+//! acknowledgements and responses to send completions, retransmission) and
+//! receive dispatch (`rx.rs`).  Memory checks are in `mem.rs`, packet
+//! assembly in `packet.rs`.  The wire formats and PSN arithmetic are the
+//! sans-IO cores in `core/`.
+//!
+//! Concurrency: all of a QP's engine state sits under the QP lock.  Packets
+//! are built under it and sent after it is dropped; one context at a time
+//! (the "pump": a doorbell, the QP's work item, a received packet or a
+//! timer) builds and sends, so a QP's packets leave in order.
+
+pub(crate) mod complete;
+pub(crate) mod mem;
+pub(crate) mod packet;
+pub(crate) mod respond;
+pub(crate) mod rx;
+pub(crate) mod send;
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::prelude::*;
+
+use crate::glue::bindings as b;
+use crate::glue::net::deferred;
+use crate::glue::IbDevice;
+use crate::verbs::qp::{After, Qp};
+
+pub(crate) use packet::Outbox;
+
+/// Per-device packet counters (`rdma statistic`).
+#[derive(Clone, Copy)]
+pub(crate) enum Counter {
+    TxPackets = 0,
+    RxPackets,
+    /// Dropped before or while parsing (could not be linearised, malformed).
+    RxDropped,
+    RxMalformed,
+    RxBadIcrc,
+    RxUnknownQp,
+    /// For a QP in a state (or of a type) that takes no such packet.
+    RxBadState,
+    RxDuplicate,
+    SeqNakSent,
+    RnrNakSent,
+    RnrNakReceived,
+    Retransmits,
+    AckTimeouts,
+    TxErrors,
+}
+
+pub(crate) const COUNTERS: usize = 14;
+pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
+    c"tx_packets",
+    c"rx_packets",
+    c"rx_dropped",
+    c"rx_malformed",
+    c"rx_bad_icrc",
+    c"rx_unknown_qp",
+    c"rx_bad_state",
+    c"rx_duplicate",
+    c"seq_nak_sent",
+    c"rnr_nak_sent",
+    c"rnr_nak_received",
+    c"retransmits",
+    c"ack_timeouts",
+    c"tx_errors",
+];
+
+#[derive(Default)]
+pub(crate) struct Counters([AtomicU64; COUNTERS]);
+
+impl Counters {
+    pub(crate) fn bump(&self, c: Counter) {
+        self.0[c as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self, i: usize) -> u64 {
+        self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+/// Packet batches a pump may build before handing over to the work item.
+const SOFTIRQ_BATCHES: u32 = 2;
+const PROCESS_BATCHES: u32 = 64;
+
+/// The engine state of a QP (under the QP lock).
+pub(crate) struct Engine {
+    pub(crate) req: send::Requester,
+    pub(crate) resp: respond::Responder,
+    /// A context is building and sending this QP's packets.
+    pumping: bool,
+    /// More to do than the pumping context had seen.
+    again: bool,
+    /// The QP is being destroyed: no more work items or timers.
+    pub(crate) dying: bool,
+}
+
+impl Engine {
+    pub(crate) fn new(sq_slots: u32) -> Result<Engine> {
+        Ok(Engine {
+            req: send::Requester::new(sq_slots)?,
+            resp: respond::Responder::new()?,
+            pumping: false,
+            again: false,
+            dying: false,
+        })
+    }
+}
+
+impl Qp {
+    pub(crate) fn dev(&self) -> IbDevice {
+        // SAFETY: ib_core keeps the device alive while it has QPs.
+        unsafe { crate::glue::dev_of(self.ib.device) }
+    }
+
+    /// Build and send this QP's packets: responses first, then requests.
+    /// `process`: called where it may work long (a doorbell, the work
+    /// item); otherwise it does a little and hands the rest to the work item.
+    pub(crate) fn pump(&self, process: bool) {
+        let dev = self.dev();
+        let Some(ndev) = dev.port_netdev() else {
+            return;
+        };
+        let budget = if process {
+            PROCESS_BATCHES
+        } else {
+            SOFTIRQ_BATCHES
+        };
+        let mut first = true;
+        for batch in 1.. {
+            let mut out = Outbox::new();
+            let mut after = After::default();
+            {
+                let mut s = self.inner.lock();
+                if first {
+                    if s.eng.pumping {
+                        s.eng.again = true;
+                        return;
+                    }
+                    s.eng.pumping = true;
+                    first = false;
+                }
+                s.eng.again = false;
+                self.emit_responses(&mut s, &dev, &ndev, &mut out);
+                self.emit_requests(&mut s, &dev, &ndev, &mut out, &mut after);
+            }
+            let full = out.is_full();
+            self.after(after);
+            out.send(&dev);
+            let mut s = self.inner.lock();
+            if !(full || s.eng.again) || s.eng.dying {
+                s.eng.pumping = false;
+                return;
+            }
+            if batch >= budget {
+                s.eng.pumping = false;
+                self.queue_work(&s.eng);
+                return;
+            }
+        }
+    }
+
+    /// Have the work item pump (not while the QP is being destroyed).
+    pub(crate) fn queue_work(&self, eng: &Engine) {
+        if !eng.dying {
+            // SAFETY: initialised in `engine_init`; `dying` is set (under the
+            // lock we are called with) before the work is cancelled for good.
+            unsafe { deferred::work_queue(self.work_ptr()) };
+        }
+    }
+
+    pub(crate) fn arm_timer(&self, eng: &Engine, usecs: u64) {
+        if !eng.dying {
+            // SAFETY: initialised in `engine_init`; shut down only after
+            // `dying` is set under the QP lock, which the caller holds.
+            unsafe { deferred::timer_arm(self.timer_ptr(), usecs) };
+        }
+    }
+
+    pub(crate) fn stop_timer(&self) {
+        // SAFETY: initialised in `engine_init`.
+        unsafe { deferred::timer_stop(self.timer_ptr()) };
+    }
+
+    fn work_ptr(&self) -> *mut b::work_struct {
+        self.work.get()
+    }
+
+    fn timer_ptr(&self) -> *mut b::timer_list {
+        self.timer.get()
+    }
+
+    /// Set up the work item and timer of a new QP.
+    ///
+    /// # Safety
+    /// The QP is pinned and not yet visible to anything else.
+    pub(crate) unsafe fn engine_init(&self) {
+        // SAFETY: per the contract.
+        unsafe {
+            deferred::work_init(self.work_ptr(), qp_work);
+            deferred::timer_init(self.timer_ptr(), qp_timer);
+        }
+    }
+
+    /// Stop the work item and timer for good (destroy, process context,
+    /// after the QP left the QP table).
+    pub(crate) fn engine_stop(&self) {
+        self.inner.lock().eng.dying = true;
+        // SAFETY: initialised in `engine_init`; nothing re-arms or re-queues
+        // them once `dying` is set.
+        unsafe {
+            deferred::timer_shutdown(self.timer_ptr());
+            deferred::work_cancel(self.work_ptr());
+        }
+    }
+}
+
+/// The QP's work item: pump.
+unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
+    // SAFETY: `w` is the `work` field of a live QP: destroy cancels the work
+    // before the QP goes.
+    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
+    qp.pump(true);
+}
+
+/// The QP's timer: a retransmission or RNR timeout.
+unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
+    // SAFETY: `t` is the `timer` field of a live QP: destroy shuts the timer
+    // down before the QP goes.
+    let qp = unsafe { &*t.byte_sub(core::mem::offset_of!(Qp, timer)).cast::<Qp>() };
+    qp.timeout();
+}

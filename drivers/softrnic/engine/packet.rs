@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Packet assembly: a RoCEv2 packet is built in an sk_buff (transport
+//! headers, payload copied straight from memory, pad), routed, given its UDP
+//! and IP headers and then its ICRC, and queued in an `Outbox` that is sent
+//! once the QP lock is dropped.
+
+use crate::glue::net::{IpRoute, Skb};
+use crate::glue::{IbDevice, NetDevice};
+use crate::icrc;
+use crate::roce_wire::{self, Headers, ICRC_LEN};
+
+use super::Counter;
+
+/// Packets built in one go under the QP lock.
+pub(crate) const BATCH: usize = 16;
+
+/// Packets waiting to be sent.
+pub(crate) struct Outbox {
+    pkts: [Option<Skb>; BATCH],
+    n: usize,
+}
+
+impl Outbox {
+    pub(crate) fn new() -> Outbox {
+        Outbox {
+            pkts: [const { None }; BATCH],
+            n: 0,
+        }
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.n == BATCH
+    }
+
+    /// Build a packet with `hdr` (PadCnt is set here) and `payload_len`
+    /// bytes that `fill` writes (false: the memory could not be read, the
+    /// packet is not built).  `Err(())` when the outbox is full or memory
+    /// for the packet is short (counted; the protocol recovers).
+    pub(crate) fn build(
+        &mut self,
+        dev: &IbDevice,
+        ndev: &NetDevice,
+        route: &IpRoute,
+        hdr: &Headers,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<(), Built> {
+        if self.is_full() {
+            return Err(Built::Full);
+        }
+        let pad = roce_wire::pad_count(payload_len);
+        let hlen = hdr.wire_len();
+        let total = hlen + payload_len + usize::from(pad) + ICRC_LEN;
+        let Some((mut skb, buf)) = Skb::alloc(ndev, total, route.ipv4) else {
+            dev.counters().bump(Counter::TxErrors);
+            return Err(Built::NoMemory);
+        };
+        let mut h = *hdr;
+        h.bth.pad_cnt = pad;
+        if roce_wire::build(buf, &h).is_err() {
+            return Err(Built::NoMemory);
+        }
+        let (_, rest) = buf.split_at_mut(hlen);
+        let (payload, tail) = rest.split_at_mut(payload_len);
+        if !fill(payload) {
+            return Err(Built::BadMemory);
+        }
+        tail.fill(0);
+        let finished = skb.finish(ndev, route, |pkt| {
+            let n = pkt.len() - ICRC_LEN;
+            let (body, trailer) = pkt.split_at_mut(n);
+            if let Some(t) = icrc::trailer(body) {
+                trailer.copy_from_slice(&t);
+            }
+        });
+        if finished.is_err() {
+            dev.counters().bump(Counter::TxErrors);
+            return Err(Built::NoRoute);
+        }
+        self.pkts[self.n] = Some(skb);
+        self.n += 1;
+        Ok(())
+    }
+
+    /// Send everything, in order.
+    pub(crate) fn send(mut self, dev: &IbDevice) {
+        let c = dev.counters();
+        for p in self.pkts.iter_mut().take(self.n) {
+            if let Some(skb) = p.take() {
+                match skb.xmit() {
+                    Ok(()) => c.bump(Counter::TxPackets),
+                    Err(_) => c.bump(Counter::TxErrors),
+                }
+            }
+        }
+    }
+}
+
+/// Why a packet was not built.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Built {
+    /// The outbox is full: build it in the next batch.
+    Full,
+    /// No memory for the sk_buff, or no route: as if lost on the wire.
+    NoMemory,
+    NoRoute,
+    /// `fill` could not read the memory (a protection failure).
+    BadMemory,
+}

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Receive dispatch: a RoCEv2 packet from the UDP socket is checked (IP and
+//! UDP framing, ICRC, transport headers, P_Key, destination QP and its
+//! type) and handed to the QP's responder or completer.  Every packet that
+//! fails a check is counted and dropped.
+
+use super::respond::RxMeta;
+use super::Counter;
+use crate::glue::net::Skb;
+use crate::glue::IbDevice;
+use crate::icrc;
+use crate::roce_wire::{self, Transport};
+use crate::transport_rules::{self as rules, Service};
+use crate::verbs::qp::After;
+
+const UDP_LEN: usize = 8;
+
+/// The length of the IP header at the start of `data`, and whether it is
+/// IPv4; `None` if it is neither a plausible IPv4 nor IPv6 header.
+fn ip_header_len(data: &[u8]) -> Option<(usize, bool)> {
+    let first = *data.first()?;
+    match first >> 4 {
+        4 => {
+            let ihl = usize::from(first & 0x0f) * 4;
+            (ihl >= 20 && data.len() >= ihl).then_some((ihl, true))
+        }
+        6 => (data.len() >= 40).then_some((40, false)),
+        _ => None,
+    }
+}
+
+pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
+    let c = dev.counters();
+    c.bump(Counter::RxPackets);
+    let data = skb.network();
+    let Some((ip_len, ipv4)) = ip_header_len(data) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    let Some(roce) = data.get(ip_len + UDP_LEN..) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    let pkt = match roce_wire::parse(roce) {
+        Ok(p) => p,
+        Err(_) => {
+            c.bump(Counter::RxMalformed);
+            return;
+        }
+    };
+    if !icrc::check(data) {
+        c.bump(Counter::RxBadIcrc);
+        return;
+    }
+    // The default partition only (full or limited member).
+    if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
+        c.bump(Counter::RxMalformed);
+        return;
+    }
+    let Some(qp) = dev.verbs().qps.get(pkt.hdr.bth.dest_qp) else {
+        c.bump(Counter::RxUnknownQp);
+        return;
+    };
+    let svc = qp.service();
+    let fits = matches!(
+        (svc, pkt.hdr.bth.opcode.transport()),
+        (Service::Rc, Transport::Rc) | (Service::Uc, Transport::Uc) | (Service::Ud, Transport::Ud)
+    );
+    if !fits || qp.iwarp {
+        c.bump(Counter::RxBadState);
+        return;
+    }
+    let Some(ndev) = dev.port_netdev() else {
+        return;
+    };
+    let meta = RxMeta {
+        ip_header: &data[..ip_len],
+        ipv4,
+        smac: skb.smac(),
+    };
+    let mut after = After::default();
+    {
+        let mut s = qp.inner.lock();
+        let mtu = qp.mtu(&s, &ndev);
+        if rules::request_kind(pkt.hdr.bth.opcode).is_some() {
+            qp.on_request(&mut s, dev, &pkt, &meta, mtu, &mut after);
+        } else {
+            qp.on_response(&mut s, dev, &pkt, mtu, &mut after);
+        }
+    }
+    qp.after(after);
+    qp.pump(false);
+}

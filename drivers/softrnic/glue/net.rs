@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Safe wrappers over the network side of the C shim (`net_shim.c`): the
+//! per-namespace RoCEv2 sockets, sk_buffs being built for transmission or
+//! handed to us on receive, page mappings for copies into pinned memory, and
+//! the engine's work items and timers.
+
+use core::ptr::NonNull;
+
+use kernel::prelude::*;
+
+use super::bindings as b;
+use super::{check, IbDevice, NetDevice};
+
+/// The module-wide part: the engine's workqueue and the namespace hook.
+pub(crate) fn register() -> Result {
+    // SAFETY: plain registration, once, from module init.
+    check(unsafe { b::softrnic_net_register() })
+}
+
+/// Undo `register`, after every device (and so every QP) is gone.
+pub(crate) fn unregister() {
+    // SAFETY: `register` succeeded (module exit runs only after init did).
+    unsafe { b::softrnic_net_unregister() }
+}
+
+/// A RoCE device's hold on the UDP sockets of its netdev's namespace.
+pub(crate) struct NetNsSockets {
+    net: usize,
+    cookie: u64,
+}
+
+impl NetNsSockets {
+    /// Open (or share) port 4791 in `ndev`'s namespace.
+    pub(crate) fn attach(ndev: &NetDevice) -> Result<NetNsSockets> {
+        let mut net = core::ptr::null_mut();
+        let mut cookie = 0u64;
+        // SAFETY: a live netdev (the caller's); the out-pointers are valid.
+        check(unsafe { b::softrnic_net_attach(ndev.0.as_ptr(), &mut net, &mut cookie) })?;
+        Ok(NetNsSockets {
+            net: net as usize,
+            cookie,
+        })
+    }
+}
+
+impl Drop for NetNsSockets {
+    fn drop(&mut self) {
+        // SAFETY: the shim only compares the pointer against live entries.
+        unsafe { b::softrnic_net_detach(self.net as *mut b::net, self.cookie) }
+    }
+}
+
+/// Where a packet goes at the IP level.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub(crate) struct IpRoute {
+    pub(crate) saddr: [u8; 16],
+    pub(crate) daddr: [u8; 16],
+    pub(crate) ipv4: bool,
+    pub(crate) sport: u16,
+    pub(crate) tclass: u8,
+    pub(crate) ttl: u8,
+    pub(crate) flow_label: u32,
+}
+
+/// An sk_buff we own.
+pub(crate) struct Skb(NonNull<b::sk_buff>);
+
+// SAFETY: an sk_buff we own can be freed or sent from any context.
+unsafe impl Send for Skb {}
+
+impl Skb {
+    /// A packet with `len` bytes of RoCE transport packet (BTH to ICRC)
+    /// to fill, and room for the headers in front.
+    pub(crate) fn alloc(ndev: &NetDevice, len: usize, ipv4: bool) -> Option<(Skb, &mut [u8])> {
+        let len32 = u32::try_from(len).ok()?;
+        let mut data = core::ptr::null_mut();
+        // SAFETY: a live netdev; on success `data` points at `len` bytes of
+        // the new skb's linear area, which lives as long as the skb.
+        let skb = unsafe { b::softrnic_skb_alloc(ndev.0.as_ptr(), len32, !ipv4, &mut data) };
+        let skb = Skb(NonNull::new(skb)?);
+        // SAFETY: see above; the slice borrows from the returned skb in
+        // spirit (the caller must not use it after sending the skb).
+        let buf = unsafe { core::slice::from_raw_parts_mut(data, len) };
+        Some((skb, buf))
+    }
+
+    /// Route it and put the UDP and IP headers in front; then write the
+    /// ICRC with `icrc` over the packet from the IP header on.
+    pub(crate) fn finish(
+        &mut self,
+        ndev: &NetDevice,
+        r: &IpRoute,
+        icrc: impl FnOnce(&mut [u8]),
+    ) -> Result {
+        let mut len = 0u32;
+        let mut err = 0;
+        // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
+        // the addresses are 16-byte arrays.
+        let p = unsafe {
+            b::softrnic_skb_push_headers(
+                self.0.as_ptr(),
+                ndev.0.as_ptr(),
+                r.saddr.as_ptr(),
+                r.daddr.as_ptr(),
+                r.sport,
+                r.tclass,
+                r.ttl,
+                r.flow_label,
+                &mut len,
+                &mut err,
+            )
+        };
+        if p.is_null() {
+            return Err(Error::from_errno(if err < 0 { err } else { -22 }));
+        }
+        // SAFETY: the shim returns the network header and the bytes from
+        // there to the end of the linear skb.
+        icrc(unsafe { core::slice::from_raw_parts_mut(p, len as usize) });
+        Ok(())
+    }
+
+    /// Hand it to the IP layer (consumed whatever happens).
+    pub(crate) fn xmit(self) -> Result {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        // SAFETY: a finished skb we own; the IP layer takes it.
+        check(unsafe { b::softrnic_skb_xmit(p) })
+    }
+
+    /// A received packet: from its IP header to its end.
+    pub(crate) fn network(&self) -> &[u8] {
+        let mut len = 0u32;
+        // SAFETY: a linearised received skb with its network header set.
+        let p = unsafe { b::softrnic_skb_network(self.0.as_ptr(), &mut len) };
+        // SAFETY: the shim returns `len` readable bytes inside the skb.
+        unsafe { core::slice::from_raw_parts(p, len as usize) }
+    }
+
+    /// The Ethernet source address of a received packet.
+    pub(crate) fn smac(&self) -> [u8; 6] {
+        let mut mac = [0u8; 6];
+        // SAFETY: a received skb; `mac` has room for 6 bytes.
+        unsafe { b::softrnic_skb_smac(self.0.as_ptr(), mac.as_mut_ptr()) };
+        mac
+    }
+}
+
+impl Drop for Skb {
+    fn drop(&mut self) {
+        // SAFETY: we own the skb.
+        unsafe { b::softrnic_skb_free(self.0.as_ptr()) }
+    }
+}
+
+/// C entry: a RoCEv2 packet arrived for one of our devices.
+#[no_mangle]
+extern "C" fn softrnic_roce_recv(ib: *mut b::ib_device, skb: *mut b::sk_buff) {
+    let Some(skb) = NonNull::new(skb).map(Skb) else {
+        return;
+    };
+    // SAFETY: the shim found `ib` as a softrnic device and holds a
+    // registration reference across this call.
+    let dev = unsafe { IbDevice::from_ib(ib) };
+    crate::engine::rx::receive(&dev, skb);
+}
+
+/// C entry: a packet for one of our devices was dropped before parsing.
+#[no_mangle]
+extern "C" fn softrnic_roce_drop(ib: *mut b::ib_device) {
+    // SAFETY: as in `softrnic_roce_recv`.
+    let dev = unsafe { IbDevice::from_ib(ib) };
+    dev.counters().bump(crate::engine::Counter::RxDropped);
+}
+
+/// A page mapped for a short copy; unmapped when dropped (mappings nest
+/// LIFO, so keep these in local scopes).
+pub(crate) struct PageMap(NonNull<u8>);
+
+impl PageMap {
+    /// # Safety
+    /// `page` is a `struct page *` that stays pinned while mapped.
+    pub(crate) unsafe fn new(page: usize) -> Option<PageMap> {
+        // SAFETY: per the contract.
+        NonNull::new(unsafe { b::softrnic_kmap(page as *mut b::page) }.cast()).map(PageMap)
+    }
+
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for PageMap {
+    fn drop(&mut self) {
+        // SAFETY: mapped by `new`, unmapped once.
+        unsafe { b::softrnic_kunmap(self.0.as_ptr().cast()) }
+    }
+}
+
+/// The pinned pages of a user MR, as `struct page *` values, and the
+/// offset of the region's start in the first page.
+pub(crate) fn umem_pages(umem: &super::umem::Umem) -> Result<(KVec<usize>, u32)> {
+    // SAFETY: a live umem.
+    let n = unsafe { b::softrnic_umem_page_count(umem.as_ptr()) };
+    let mut pages = KVec::<usize>::with_capacity(n, GFP_KERNEL)?;
+    let mut offset = 0u32;
+    // SAFETY: the vector has room for `n` pointers; the shim writes at most
+    // `n` and returns how many.
+    let got = unsafe {
+        b::softrnic_umem_pages(
+            umem.as_ptr(),
+            pages.as_mut_ptr().cast(),
+            n,
+            &mut offset,
+        )
+    };
+    // SAFETY: the first `got` (≤ capacity) entries were written.
+    unsafe { pages.inc_len(core::cmp::min(got, n)) };
+    Ok((pages, offset))
+}
+
+/// Work items and timers embedded in engine objects (the objects are
+/// pinned: ib_core allocated them).
+pub(crate) mod deferred {
+    use super::b;
+
+    /// # Safety
+    /// `w` is valid, pinned and not queued.
+    pub(crate) unsafe fn work_init(
+        w: *mut b::work_struct,
+        f: unsafe extern "C" fn(*mut b::work_struct),
+    ) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_work_init(w, Some(f)) }
+    }
+
+    /// # Safety
+    /// `w` was initialised by `work_init` and is not being cancelled for good.
+    pub(crate) unsafe fn work_queue(w: *mut b::work_struct) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_work_queue(w) }
+    }
+
+    /// Wait for the work to finish and unqueue it.
+    ///
+    /// # Safety
+    /// `w` was initialised by `work_init`; process context.
+    pub(crate) unsafe fn work_cancel(w: *mut b::work_struct) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_work_cancel(w) }
+    }
+
+    /// # Safety
+    /// `t` is valid, pinned and not armed.
+    pub(crate) unsafe fn timer_init(
+        t: *mut b::timer_list,
+        f: unsafe extern "C" fn(*mut b::timer_list),
+    ) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_timer_init(t, Some(f)) }
+    }
+
+    /// # Safety
+    /// `t` was initialised by `timer_init`.
+    pub(crate) unsafe fn timer_arm(t: *mut b::timer_list, usecs: u64) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_timer_arm(t, usecs) }
+    }
+
+    /// # Safety
+    /// `t` was initialised by `timer_init`.
+    pub(crate) unsafe fn timer_stop(t: *mut b::timer_list) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_timer_stop(t) }
+    }
+
+    /// # Safety
+    /// `t` was initialised by `timer_init`; process context.
+    pub(crate) unsafe fn timer_shutdown(t: *mut b::timer_list) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_timer_shutdown(t) }
+    }
+}

@@ -1,0 +1,477 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * softrnic network and engine shim: the RoCEv2 UDP sockets (one pair per
+ * network namespace, opened by the first RoCE device there), received
+ * packets handed to Rust, sk_buff building and transmission, page mapping
+ * for copies into pinned memory, and the engine's work items and timers.
+ * The protocol itself is in Rust (engine/, core/roce_wire.rs, core/icrc.rs).
+ */
+#include "shim.h"
+#include <net/udp_tunnel.h>
+#include <net/ip.h>
+#include <net/route.h>
+#include <net/ip6_route.h>
+#include <net/ip6_checksum.h>
+#include <net/addrconf.h>
+#include <linux/highmem.h>
+
+#define SOFTRNIC_ROCE_PORT 4791
+
+/*
+ * The sockets of one namespace.  Kept in our own list, not in the
+ * namespace: a device may be freed after its namespace is gone (its
+ * unregistration is queued), and then must find nothing rather than touch
+ * freed memory.  Entries are matched by namespace pointer and cookie (a
+ * cookie is never reused, a pointer may be).
+ */
+struct softrnic_net {
+	struct list_head link;
+	struct net *net;
+	u64 cookie;
+	struct socket *sk4;
+	struct socket *sk6;
+	unsigned int users;
+};
+
+static LIST_HEAD(softrnic_nets);
+static DEFINE_MUTEX(softrnic_net_lock);
+static struct workqueue_struct *softrnic_wq;
+
+/*
+ * Find the softrnic device a packet is for: the one over the netdev it came
+ * in on, or, for packets looped back inside the host (a device sending to
+ * its own address or to another device in the same namespace), the one over
+ * the netdev that owns the destination address.  Returns a registration
+ * reference (ib_device_put) or NULL.
+ */
+static struct ib_device *softrnic_rx_device(struct sk_buff *skb)
+{
+	struct net_device *ndev = skb->dev;
+	struct ib_device *ibdev;
+
+	if (ndev && (ndev->flags & IFF_LOOPBACK)) {
+		struct net *net = dev_net(ndev);
+
+		rcu_read_lock();
+		if (skb->protocol == htons(ETH_P_IP))
+			ndev = __ip_dev_find(net, ip_hdr(skb)->daddr, false);
+#if IS_ENABLED(CONFIG_IPV6)
+		else if (skb->protocol == htons(ETH_P_IPV6))
+			ndev = ipv6_dev_find(net, &ipv6_hdr(skb)->daddr, NULL);
+#endif
+		else
+			ndev = NULL;
+		ibdev = ndev ? ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN) : NULL;
+		rcu_read_unlock();
+	} else {
+		ibdev = ndev ? ib_device_get_by_netdev(ndev, RDMA_DRIVER_UNKNOWN) : NULL;
+	}
+	if (ibdev && ibdev->ops.owner != THIS_MODULE) {
+		ib_device_put(ibdev);
+		ibdev = NULL;
+	}
+	return ibdev;
+}
+
+/* UDP encap_rcv: every datagram to port 4791 in this namespace. */
+static int softrnic_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
+{
+	struct ib_device *ibdev = softrnic_rx_device(skb);
+
+	if (!ibdev) {
+		kfree_skb(skb);
+		return 0;
+	}
+	if (skb_linearize(skb)) {
+		softrnic_roce_drop(ibdev);
+		kfree_skb(skb);
+	} else {
+		softrnic_roce_recv(ibdev, skb);
+	}
+	ib_device_put(ibdev);
+	return 0;
+}
+
+static struct socket *softrnic_udp_open(struct net *net, bool ipv6)
+{
+	struct udp_port_cfg cfg = {
+		.local_udp_port = htons(SOFTRNIC_ROCE_PORT),
+	};
+	struct udp_tunnel_sock_cfg tcfg = {
+		.encap_type = 1,
+		.encap_rcv = softrnic_udp_encap_recv,
+	};
+	struct socket *sock;
+	int err;
+
+	if (ipv6) {
+		cfg.family = AF_INET6;
+		cfg.ipv6_v6only = 1;
+		/* RoCEv2 over IPv6 is sent with a real UDP checksum; accept
+		 * zero-checksum senders too. */
+		cfg.use_udp6_rx_checksums = 0;
+	} else {
+		cfg.family = AF_INET;
+	}
+	err = udp_sock_create(net, &cfg, &sock);
+	if (err)
+		return ERR_PTR(err);
+	setup_udp_tunnel_sock(net, sock->sk, &tcfg);
+	return sock;
+}
+
+static struct softrnic_net *softrnic_net_find(struct net *net, u64 cookie)
+{
+	struct softrnic_net *sn;
+
+	list_for_each_entry(sn, &softrnic_nets, link)
+		if (sn->net == net && sn->cookie == cookie)
+			return sn;
+	return NULL;
+}
+
+static void softrnic_net_close(struct softrnic_net *sn)
+{
+	if (sn->sk6)
+		udp_tunnel_sock_release(sn->sk6->sk);
+	udp_tunnel_sock_release(sn->sk4->sk);
+	list_del(&sn->link);
+	kfree(sn);
+}
+
+/*
+ * A RoCE device over `ndev` is being added: open the sockets of the netdev's
+ * namespace if it is the first there (EADDRINUSE when another RoCE driver,
+ * such as rdma_rxe, has port 4791 there).  *cookie identifies the namespace
+ * for softrnic_net_detach.
+ */
+int softrnic_net_attach(struct net_device *ndev, struct net **netp, u64 *cookie)
+{
+	struct net *net = dev_net(ndev);
+	struct softrnic_net *sn;
+	int err = 0;
+
+	*netp = net;
+	*cookie = net->net_cookie;
+	mutex_lock(&softrnic_net_lock);
+	sn = softrnic_net_find(net, net->net_cookie);
+	if (sn) {
+		sn->users++;
+		goto out;
+	}
+	sn = kzalloc(sizeof(*sn), GFP_KERNEL);
+	if (!sn) {
+		err = -ENOMEM;
+		goto out;
+	}
+	sn->sk4 = softrnic_udp_open(net, false);
+	if (IS_ERR(sn->sk4)) {
+		err = PTR_ERR(sn->sk4);
+		kfree(sn);
+		goto out;
+	}
+#if IS_ENABLED(CONFIG_IPV6)
+	sn->sk6 = softrnic_udp_open(net, true);
+	if (IS_ERR(sn->sk6)) {
+		err = PTR_ERR(sn->sk6);
+		udp_tunnel_sock_release(sn->sk4->sk);
+		kfree(sn);
+		goto out;
+	}
+#endif
+	sn->net = net;
+	sn->cookie = net->net_cookie;
+	sn->users = 1;
+	list_add(&sn->link, &softrnic_nets);
+out:
+	mutex_unlock(&softrnic_net_lock);
+	return err;
+}
+
+/* A device is going away; the last one in its namespace closes the sockets. */
+void softrnic_net_detach(struct net *net, u64 cookie)
+{
+	struct softrnic_net *sn;
+
+	mutex_lock(&softrnic_net_lock);
+	sn = softrnic_net_find(net, cookie);
+	if (sn && --sn->users == 0)
+		softrnic_net_close(sn);
+	mutex_unlock(&softrnic_net_lock);
+}
+
+/* The namespace is being destroyed: close its sockets now. */
+static void softrnic_net_exit(struct net *net)
+{
+	struct softrnic_net *sn;
+
+	mutex_lock(&softrnic_net_lock);
+	sn = softrnic_net_find(net, net->net_cookie);
+	if (sn)
+		softrnic_net_close(sn);
+	mutex_unlock(&softrnic_net_lock);
+}
+
+static struct pernet_operations softrnic_net_ops = {
+	.exit = softrnic_net_exit,
+};
+
+int softrnic_net_register(void)
+{
+	int err;
+
+	softrnic_wq = alloc_workqueue("softrnic", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!softrnic_wq)
+		return -ENOMEM;
+	err = register_pernet_subsys(&softrnic_net_ops);
+	if (err)
+		destroy_workqueue(softrnic_wq);
+	return err;
+}
+
+void softrnic_net_unregister(void)
+{
+	unregister_pernet_subsys(&softrnic_net_ops);
+	destroy_workqueue(softrnic_wq);
+}
+
+/* ---- received packets ---- */
+
+/* The packet from its IP header to its end (linear after skb_linearize). */
+const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *len)
+{
+	*len = skb_tail_pointer(skb) - skb_network_header(skb);
+	return skb_network_header(skb);
+}
+
+/* The source MAC of a received packet (zero if it has no Ethernet header). */
+void softrnic_skb_smac(const struct sk_buff *skb, u8 mac[6])
+{
+	if (skb_mac_header_was_set(skb) && skb_mac_header_len(skb) >= ETH_HLEN)
+		ether_addr_copy(mac, eth_hdr(skb)->h_source);
+	else
+		eth_zero_addr(mac);
+}
+
+void softrnic_skb_free(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+/* ---- transmitted packets ---- */
+
+/*
+ * A packet for `ndev` with room for its headers below `len` bytes of RoCE
+ * transport packet (BTH to ICRC), which the caller writes at *data.
+ */
+struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
+				   u8 **data)
+{
+	unsigned int hdr = LL_RESERVED_SPACE(ndev) + sizeof(struct udphdr) +
+			   (ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	struct sk_buff *skb = alloc_skb(hdr + len + ndev->needed_tailroom, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, hdr);
+	*data = skb_put(skb, len);
+	skb->protocol = ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
+	return skb;
+}
+
+/*
+ * Route the packet from `saddr` to `daddr` (IPv4: the last 4 bytes of the
+ * 16-byte addresses) out of `ndev` and put the UDP and IP headers in front of
+ * it.  Returns the IP header and the packet's length from there, for the
+ * ICRC, or NULL with *err set (no route).
+ */
+u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
+			      const u8 saddr[16], const u8 daddr[16], u16 sport,
+			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err)
+{
+	struct net *net = dev_net(ndev);
+	struct udphdr *uh;
+
+	uh = skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh->source = htons(sport);
+	uh->dest = htons(SOFTRNIC_ROCE_PORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+
+	if (skb->protocol == htons(ETH_P_IP)) {
+		struct flowi4 fl = {
+			.flowi4_oif = ndev->ifindex,
+			.flowi4_proto = IPPROTO_UDP,
+		};
+		struct rtable *rt;
+		struct iphdr *iph;
+
+		memcpy(&fl.daddr, daddr + 12, 4);
+		memcpy(&fl.saddr, saddr + 12, 4);
+		rt = ip_route_output_key(net, &fl);
+		if (IS_ERR(rt)) {
+			*err = PTR_ERR(rt);
+			return NULL;
+		}
+		skb_dst_set(skb, &rt->dst);
+		iph = skb_push(skb, sizeof(*iph));
+		skb_reset_network_header(skb);
+		iph->version = 4;
+		iph->ihl = sizeof(*iph) >> 2;
+		iph->tos = tclass;
+		iph->tot_len = htons(skb->len);
+		iph->frag_off = htons(IP_DF);
+		iph->ttl = ttl;
+		iph->protocol = IPPROTO_UDP;
+		iph->saddr = fl.saddr;
+		iph->daddr = fl.daddr;
+		__ip_select_ident(net, iph, 1);
+		iph->check = 0;
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+		skb->ip_summed = CHECKSUM_NONE;
+	} else {
+#if IS_ENABLED(CONFIG_IPV6)
+		struct flowi6 fl6 = {
+			.flowi6_oif = ndev->ifindex,
+			.flowi6_proto = IPPROTO_UDP,
+		};
+		struct dst_entry *dst;
+		struct ipv6hdr *ip6h;
+
+		memcpy(&fl6.daddr, daddr, 16);
+		memcpy(&fl6.saddr, saddr, 16);
+		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+		if (IS_ERR(dst)) {
+			*err = PTR_ERR(dst);
+			return NULL;
+		}
+		skb_dst_set(skb, dst);
+		ip6h = skb_push(skb, sizeof(*ip6h));
+		skb_reset_network_header(skb);
+		ip6_flow_hdr(ip6h, tclass, htonl(flow_label & 0xfffff));
+		ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+		ip6h->nexthdr = IPPROTO_UDP;
+		ip6h->hop_limit = ttl;
+		ip6h->saddr = fl6.saddr;
+		ip6h->daddr = fl6.daddr;
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+#else
+		*err = -EAFNOSUPPORT;
+		return NULL;
+#endif
+	}
+	*len = skb->len;
+	return skb_network_header(skb);
+}
+
+/* Send a packet built by alloc + push_headers (its ICRC written): consumed. */
+int softrnic_skb_xmit(struct sk_buff *skb)
+{
+	struct net *net = dev_net(skb_dst(skb)->dev);
+	int err;
+
+	if (skb->protocol == htons(ETH_P_IP)) {
+		err = ip_local_out(net, skb->sk, skb);
+	} else {
+#if IS_ENABLED(CONFIG_IPV6)
+		/* The UDP checksum covers the ICRC, so it comes last. */
+		udp6_set_csum(false, skb, &ipv6_hdr(skb)->saddr,
+			      &ipv6_hdr(skb)->daddr, skb->len - sizeof(struct ipv6hdr));
+		err = ip6_local_out(net, skb->sk, skb);
+#else
+		kfree_skb(skb);
+		err = -EAFNOSUPPORT;
+#endif
+	}
+	return net_xmit_eval(err);
+}
+
+/* ---- memory ---- */
+
+/* Map a page for a short copy (undone by softrnic_kunmap, LIFO, same CPU). */
+void *softrnic_kmap(struct page *page)
+{
+	return kmap_local_page(page);
+}
+
+void softrnic_kunmap(void *addr)
+{
+	kunmap_local(addr);
+}
+
+/* The pinned pages of a umem, in order, and the offset of its start in the first. */
+size_t softrnic_umem_page_count(struct ib_umem *umem)
+{
+	return ib_umem_num_pages(umem);
+}
+
+size_t softrnic_umem_pages(struct ib_umem *umem, struct page **pages, size_t n,
+			   u32 *first_offset)
+{
+	struct sg_page_iter it;
+	size_t i = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (i == n)
+			break;
+		pages[i++] = sg_page_iter_page(&it);
+	}
+	*first_offset = ib_umem_offset(umem);
+	return i;
+}
+
+/* ---- counters (rdma statistic, sysfs hw_counters) ---- */
+
+struct rdma_hw_stats *softrnic_alloc_port_stats(const struct rdma_stat_desc *descs,
+						int n)
+{
+	return rdma_alloc_hw_stats_struct(descs, n, RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+void softrnic_stats_set(struct rdma_hw_stats *stats, int i, u64 value)
+{
+	if (i >= 0 && i < stats->num_counters)
+		stats->value[i] = value;
+}
+
+/* ---- work items and timers of the engine ---- */
+
+void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct *))
+{
+	INIT_WORK(work, fn);
+}
+
+void softrnic_work_queue(struct work_struct *work)
+{
+	queue_work(softrnic_wq, work);
+}
+
+void softrnic_work_cancel(struct work_struct *work)
+{
+	cancel_work_sync(work);
+}
+
+void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *))
+{
+	timer_setup(t, fn, 0);
+}
+
+/* (Re)start the timer to fire `usecs` from now (at least one jiffy). */
+void softrnic_timer_arm(struct timer_list *t, u64 usecs)
+{
+	unsigned long j = usecs_to_jiffies(min_t(u64, usecs, 3600ULL * USEC_PER_SEC));
+
+	mod_timer(t, jiffies + max(j, 1UL));
+}
+
+void softrnic_timer_stop(struct timer_list *t)
+{
+	timer_delete(t);
+}
+
+/* Stop for good: later arms are ignored. */
+void softrnic_timer_shutdown(struct timer_list *t)
+{
+	timer_shutdown_sync(t);
+}

@@ -83,7 +83,7 @@ impl Counters {
 }
 
 /// Packet batches a pump may build before handing over to the work item.
-const SOFTIRQ_BATCHES: u32 = 2;
+const SOFTIRQ_BATCHES: u32 = 4;
 const PROCESS_BATCHES: u32 = 64;
 
 /// The engine state of a QP (under the QP lock).

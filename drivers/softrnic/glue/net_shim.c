@@ -220,7 +220,7 @@ int softrnic_net_register(void)
 {
 	int err;
 
-	softrnic_wq = alloc_workqueue("softrnic", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	softrnic_wq = alloc_workqueue("softrnic", WQ_UNBOUND | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
 	if (!softrnic_wq)
 		return -ENOMEM;
 	err = register_pernet_subsys(&softrnic_net_ops);

@@ -73,7 +73,10 @@ fn bind_mw(v: &DeviceVerbs, qp: &OnQp, w: &SendWqe) -> Result<(), u8> {
         ms.rkey = w.bind_new_rkey;
         return Ok(());
     }
-    if w.bind_access & !(REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC | ZERO_BASED) != 0 {
+    // Local write says nothing about a window (its rights are remote);
+    // rdma-core's tests pass it, and other providers ignore it too.
+    if w.bind_access & !(REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC | ZERO_BASED | LOCAL_WRITE) != 0
+    {
         return Err(ERR);
     }
     // Zero-based windows are a type 2 feature.

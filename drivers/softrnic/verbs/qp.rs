@@ -523,7 +523,12 @@ pub(crate) fn apply_attrs(
             | b::ib_access_flags_IB_ACCESS_REMOTE_READ
             | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
             | b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-            | b::ib_access_flags_IB_ACCESS_MW_BIND;
+            | b::ib_access_flags_IB_ACCESS_MW_BIND
+            // Flush rights are accepted (rdma-core sets them on every RC
+            // QP it tests); FLUSH requests themselves are not implemented,
+            // so an incoming one is dropped as an unknown opcode.
+            | b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
+            | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT;
         if raw.qp_access_flags as u32 & !allowed != 0 {
             return Err(EINVAL);
         }

@@ -819,6 +819,12 @@ pub unsafe extern "C" fn post_send(
     if bad_wr.is_null() {
         return libc::EINVAL;
     }
+    // SAFETY: ibqp is one of our live QPs.
+    if unsafe { !send_state_ok(ibqp) } {
+        // SAFETY: bad_wr is writable.
+        unsafe { *bad_wr = wr };
+        return libc::EINVAL;
+    }
     // SAFETY: ibqp is one of our QPs; only its send queue is borrowed.
     let sq = unsafe { &*addr_of!((*ibqp.cast::<Qp>()).sq) };
     // SAFETY: wr and bad_wr as libibverbs promises.
@@ -828,6 +834,20 @@ pub unsafe extern "C" fn post_send(
         unsafe { doorbell(ibqp) };
     }
     ret
+}
+
+/// Whether the send queue takes work in the QP's state as libibverbs last
+/// set it: not before RTS (C10-27).  iWARP QPs are born idle (the kernel's
+/// INIT) while libibverbs records RESET, and take work there.
+///
+/// # Safety
+/// `ibqp` is one of our live QPs.
+unsafe fn send_state_ok(ibqp: *mut ibv_qp) -> bool {
+    // SAFETY: per the caller's promise.
+    let (state, ctx) = unsafe { ((*ibqp).state, (*ibqp).context) };
+    // SAFETY: a live context.
+    !matches!(state, IBV_QPS_RESET | IBV_QPS_INIT | IBV_QPS_RTR)
+        || unsafe { crate::transport(ctx) } == abi::TRANSPORT_IWARP
 }
 
 /// Wakes the kernel engine: an empty POST_SEND.  The WQEs are published
@@ -998,6 +1018,15 @@ unsafe extern "C" fn wr_start(q: *mut ibv_qp_ex) {
 unsafe extern "C" fn wr_complete(q: *mut ibv_qp_ex) -> c_int {
     // SAFETY: q is one of our extended QPs, locked since wr_start.
     let sq = unsafe { ex_queue(q) };
+    // SAFETY: q's ibv_qp (at offset 0) is live.
+    if unsafe { !send_state_ok(q.cast()) } {
+        // SAFETY: locked since wr_start; released here.
+        unsafe {
+            sq.locked_data().abort();
+            sq.raw_unlock();
+        }
+        return libc::EINVAL;
+    }
     // SAFETY: as above; the lock is released once the batch is published.
     let (ret, wake) = unsafe {
         let r = sq.locked_data().complete();
@@ -1475,6 +1504,7 @@ mod tests {
         // SAFETY: a fresh zeroed allocation, set up as finish_create does.
         unsafe {
             (*qp).vqp.__bindgen_anon_1.qp.qp_type = qp_type;
+            (*qp).vqp.__bindgen_anon_1.qp.state = IBV_QPS_RTS;
             Locked::init(addr_of_mut!((*qp).sq), sq(qp_type, slots));
             Locked::init(addr_of_mut!((*qp).rq), RecvQueue::new(Ring::NONE, 0));
             enable_send_ops(qp, ops);

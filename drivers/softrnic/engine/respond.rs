@@ -168,14 +168,12 @@ impl Responder {
     }
 
     fn ack(&mut self, psn: Psn) {
-        let msn = self.msn;
         self.push(Response::Ack {
             psn: psn.get(),
             syndrome: Syndrome::Ack {
                 credits: CREDITS_INVALID,
             },
         });
-        let _ = msn;
     }
 
     fn nak(&mut self, psn: Psn, code: NakCode) {
@@ -196,8 +194,6 @@ enum Fail {
     Nak(NakCode),
     /// No receive WQE: RNR NAK (RC), drop (UC).
     Rnr,
-    /// Silently dropped.
-    Drop,
 }
 
 impl Qp {
@@ -306,7 +302,6 @@ impl Qp {
     /// An RC request failed: tell the requester.
     fn fail(&self, s: &mut QpInner, psn: Psn, f: Fail, after: &mut After) {
         match f {
-            Fail::Drop => {}
             Fail::Rnr => {
                 let timer = s.attrs.min_rnr_timer;
                 s.eng.resp.push(Response::Ack {

@@ -7,9 +7,10 @@
 use super::respond::RxMeta;
 use super::Counter;
 use crate::glue::net::Skb;
-use crate::glue::IbDevice;
+use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
-use crate::roce_wire::{self, Transport};
+use crate::roce_wire::{self, Packet, Transport};
+use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::transport_rules::{self as rules, Service};
 use crate::verbs::qp::After;
 
@@ -57,7 +58,50 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         c.bump(Counter::RxMalformed);
         return;
     }
-    let Some(qp) = dev.verbs().qps.get(pkt.hdr.bth.dest_qp) else {
+    let Some(ndev) = dev.port_netdev() else {
+        return;
+    };
+    let meta = RxMeta {
+        ip_header: &data[..ip_len],
+        ipv4,
+        smac: skb.smac(),
+    };
+    let dest = pkt.hdr.bth.dest_qp;
+    if dest == MULTICAST_QPN && pkt.hdr.bth.opcode.transport() == Transport::Ud {
+        // Every QP attached to the destination group gets a copy.
+        let mgid = dest_gid(&data[..ip_len], ipv4);
+        let mut members = [0u32; MAX_MEMBERS];
+        let n = dev.verbs().mcast.lock().members(&mgid, &mut members);
+        if n == 0 {
+            c.bump(Counter::RxUnknownQp);
+        }
+        for &qpn in &members[..n] {
+            deliver(dev, &ndev, qpn, &pkt, &meta);
+        }
+    } else {
+        deliver(dev, &ndev, dest, &pkt, &meta);
+    }
+}
+
+/// The destination address of the IP header as a GID (IPv4-mapped).
+fn dest_gid(ip: &[u8], ipv4: bool) -> [u8; 16] {
+    let mut gid = [0u8; 16];
+    if ipv4 {
+        gid[10] = 0xff;
+        gid[11] = 0xff;
+        if let Some(a) = ip.get(16..20) {
+            gid[12..].copy_from_slice(a);
+        }
+    } else if let Some(a) = ip.get(24..40) {
+        gid.copy_from_slice(a);
+    }
+    gid
+}
+
+/// Hand a packet to QP `qpn`'s responder or completer.
+fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &RxMeta<'_>) {
+    let c = dev.counters();
+    let Some(qp) = dev.verbs().qps.get(qpn) else {
         c.bump(Counter::RxUnknownQp);
         return;
     };
@@ -70,22 +114,14 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         c.bump(Counter::RxBadState);
         return;
     }
-    let Some(ndev) = dev.port_netdev() else {
-        return;
-    };
-    let meta = RxMeta {
-        ip_header: &data[..ip_len],
-        ipv4,
-        smac: skb.smac(),
-    };
     let mut after = After::default();
     {
         let mut s = qp.inner.lock();
-        let mtu = qp.mtu(&s, &ndev);
+        let mtu = qp.mtu(&s, ndev);
         if rules::request_kind(pkt.hdr.bth.opcode).is_some() {
-            qp.on_request(&mut s, dev, &pkt, &meta, mtu, &mut after);
+            qp.on_request(&mut s, dev, pkt, meta, mtu, &mut after);
         } else {
-            qp.on_response(&mut s, dev, &pkt, mtu, &mut after);
+            qp.on_response(&mut s, dev, pkt, mtu, &mut after);
         }
     }
     qp.after(after);

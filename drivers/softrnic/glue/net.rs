@@ -50,6 +50,13 @@ impl Drop for NetNsSockets {
     }
 }
 
+/// Join or leave the IP multicast group of `gid` on `ndev` (process
+/// context: takes RTNL).
+pub(crate) fn mcast_join(ndev: &NetDevice, gid: &[u8; 16], join: bool) -> Result {
+    // SAFETY: a live netdev; a 16-byte GID.
+    check(unsafe { b::softrnic_mcast_join(ndev.0.as_ptr(), gid.as_ptr(), join) })
+}
+
 /// Where a packet goes at the IP level.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct IpRoute {

@@ -14,6 +14,8 @@
 #include <net/ip6_checksum.h>
 #include <net/addrconf.h>
 #include <linux/highmem.h>
+#include <linux/igmp.h>
+#include <net/ipv6.h>
 
 #define SOFTRNIC_ROCE_PORT 4791
 
@@ -210,6 +212,44 @@ static void softrnic_net_exit(struct net *net)
 	if (sn)
 		softrnic_net_close(sn);
 	mutex_unlock(&softrnic_net_lock);
+}
+
+/*
+ * Join (or leave) the IP multicast group a multicast GID names on `ndev`,
+ * through the namespace's RoCE socket, so the IP layer delivers the group's
+ * datagrams to port 4791.  IPv4-mapped GIDs join an IPv4 group.
+ */
+int softrnic_mcast_join(struct net_device *ndev, const u8 gid[16], bool join)
+{
+	struct net *net = dev_net(ndev);
+	struct softrnic_net *sn;
+	int err = -ENODEV;
+
+	mutex_lock(&softrnic_net_lock);
+	sn = softrnic_net_find(net, net->net_cookie);
+	if (!sn)
+		goto out;
+	rtnl_lock();
+	if (ipv6_addr_v4mapped((const struct in6_addr *)gid)) {
+		struct ip_mreqn mreq = { .imr_ifindex = ndev->ifindex };
+
+		memcpy(&mreq.imr_multiaddr.s_addr, gid + 12, 4);
+		err = join ? ip_mc_join_group(sn->sk4->sk, &mreq) :
+			     ip_mc_leave_group(sn->sk4->sk, &mreq);
+	} else {
+#if IS_ENABLED(CONFIG_IPV6)
+		const struct in6_addr *a = (const struct in6_addr *)gid;
+
+		err = join ? ipv6_sock_mc_join(sn->sk6->sk, ndev->ifindex, a) :
+			     ipv6_sock_mc_drop(sn->sk6->sk, ndev->ifindex, a);
+#else
+		err = -EAFNOSUPPORT;
+#endif
+	}
+	rtnl_unlock();
+out:
+	mutex_unlock(&softrnic_net_lock);
+	return err;
 }
 
 static struct pernet_operations softrnic_net_ops = {

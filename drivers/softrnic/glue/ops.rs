@@ -69,6 +69,8 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         map_mr_sg: Some(v::map_mr_sg),
         alloc_mw: Some(v::alloc_mw),
         dealloc_mw: Some(v::dealloc_mw),
+        attach_mcast: Some(v::attach_mcast),
+        detach_mcast: Some(v::detach_mcast),
         create_ah: Some(v::create_ah),
         create_user_ah: Some(v::create_ah),
         modify_ah: Some(v::modify_ah),

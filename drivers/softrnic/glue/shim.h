@@ -136,6 +136,7 @@ int softrnic_net_register(void);
 void softrnic_net_unregister(void);
 int softrnic_net_attach(struct net_device *ndev, struct net **net, u64 *cookie);
 void softrnic_net_detach(struct net *net, u64 cookie);
+int softrnic_mcast_join(struct net_device *ndev, const u8 gid[16], bool join);
 
 const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *len);
 void softrnic_skb_smac(const struct sk_buff *skb, u8 mac[6]);

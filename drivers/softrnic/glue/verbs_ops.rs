@@ -22,6 +22,7 @@ use crate::abi::{self, Cqe, SendWqe, Sge};
 use crate::qp_state::{self, attr, QpState, QpType};
 use crate::verbs::ah::{self, Ah, Av};
 use crate::verbs::cq::{self, Cq, CqState};
+use crate::verbs::mcast;
 use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw, UserMem};
 use crate::verbs::qp::{self, After, Caps, Qp, QpQueues};
 use crate::verbs::srq::{self, Srq, SrqState};
@@ -912,10 +913,68 @@ pub(super) unsafe extern "C" fn destroy_qp(
         (*p).r.drain();
         // No packet can reach it now; stop its timer and work item.
         (*p).engine_stop();
+        // Kernel consumers may destroy a QP still attached to groups.
+        let qpn = (*p).ib.qp_num;
+        while let Some(g) = d.verbs().mcast.lock().any_group_of(qpn) {
+            if mcast_leave(&d, &g, qpn).is_err() {
+                break;
+            }
+        }
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);
     }
     0
+}
+
+/// # Safety
+/// See the module documentation; `gid` is a valid GID.
+pub(super) unsafe extern "C" fn attach_mcast(
+    ibqp: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _lid: u16,
+) -> ffi::c_int {
+    // SAFETY: a live UD QP of ours (ib_core checks the type); a valid GID.
+    let (q, d, mgid) = unsafe { (qp_ref(ibqp), dev((*ibqp).device), (*gid).raw) };
+    errno((|| -> Result {
+        if q.iwarp || !mcast::is_multicast(&mgid) {
+            return Err(EINVAL);
+        }
+        let first = d.verbs().mcast.lock().attach(&mgid, q.qpn(), d.limits())?;
+        if first {
+            let joined = d
+                .port_netdev()
+                .ok_or(ENODEV)
+                .and_then(|nd| crate::glue::net::mcast_join(&nd, &mgid, true));
+            if let Err(e) = joined {
+                let _ = d.verbs().mcast.lock().detach(&mgid, q.qpn());
+                return Err(e);
+            }
+        }
+        Ok(())
+    })())
+}
+
+/// # Safety
+/// See the module documentation; `gid` is a valid GID.
+pub(super) unsafe extern "C" fn detach_mcast(
+    ibqp: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _lid: u16,
+) -> ffi::c_int {
+    // SAFETY: as in attach_mcast.
+    let (q, d, mgid) = unsafe { (qp_ref(ibqp), dev((*ibqp).device), (*gid).raw) };
+    errno(mcast_leave(&d, &mgid, q.qpn()))
+}
+
+fn mcast_leave(d: &IbDevice, mgid: &[u8; 16], qpn: u32) -> Result {
+    let last = d.verbs().mcast.lock().detach(mgid, qpn)?;
+    if last {
+        if let Some(nd) = d.port_netdev() {
+            // The group is gone from the device whatever IP says.
+            let _ = crate::glue::net::mcast_join(&nd, mgid, false);
+        }
+    }
+    Ok(())
 }
 
 /// Build the ABI WQE of a kernel send WR.

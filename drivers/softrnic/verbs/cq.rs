@@ -224,6 +224,32 @@ impl CqState {
         Some(cqe)
     }
 
+    /// Drop the waiting completions of QP `qpn` (it was reset), kernel CQs
+    /// only: the provider cleans user CQs itself.  The others move towards
+    /// the producer and the consumer moves past the gap.
+    pub(crate) fn clean(&mut self, qpn: u32) {
+        if self.user {
+            return;
+        }
+        let cons = self.ring.consumer();
+        let mut dst = self.prod;
+        let mut i = self.prod;
+        while i != cons {
+            i = i.wrapping_sub(1);
+            let Some(cqe) = self.ring.read::<Cqe>(i, 0) else {
+                return;
+            };
+            if cqe.qp_num == qpn {
+                continue;
+            }
+            dst = dst.wrapping_sub(1);
+            if dst != i && self.ring.write(dst, 0, &cqe).is_none() {
+                return;
+            }
+        }
+        self.ring.set_consumer(dst);
+    }
+
     /// ci_peek_cq: how many completions (up to `n`) are waiting.
     pub(crate) fn peek(&self, n: u32) -> u32 {
         core::cmp::min(self.outstanding(), n)

@@ -7,6 +7,7 @@
 pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod local_ops;
+pub(crate) mod mcast;
 pub(crate) mod mr;
 pub(crate) mod qp;
 pub(crate) mod srq;
@@ -14,6 +15,7 @@ pub(crate) mod srq;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
+use kernel::sync::SpinLockIrq;
 
 use crate::glue::bindings as b;
 use crate::glue::table::Table;
@@ -79,6 +81,8 @@ pub(crate) struct DeviceVerbs {
     pub(crate) mws: Table<mr::Mw>,
     pub(crate) ahs: Table<ah::Ah>,
     counts: [AtomicU32; KINDS],
+    /// UD multicast groups.
+    pub(crate) mcast: SpinLockIrq<mcast::Groups>,
 }
 
 impl DeviceVerbs {
@@ -91,6 +95,7 @@ impl DeviceVerbs {
             Table::init(core::ptr::addr_of_mut!((*this).mrs));
             Table::init(core::ptr::addr_of_mut!((*this).mws));
             Table::init(core::ptr::addr_of_mut!((*this).ahs));
+            pin_init::raw_init(core::ptr::addr_of_mut!((*this).mcast), mcast::new_groups());
         }
     }
 
@@ -103,6 +108,7 @@ impl DeviceVerbs {
             self.mrs.destroy();
             self.mws.destroy();
             self.ahs.destroy();
+            core::ptr::drop_in_place(core::ptr::from_ref(&self.mcast).cast_mut());
         }
     }
 

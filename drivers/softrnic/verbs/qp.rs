@@ -333,6 +333,12 @@ impl Qp {
             QpState::Reset => {
                 self.stop_timer();
                 s.eng.resp.restart(0);
+                if !self.user {
+                    // A reset QP's completions may go (IBTA); kernel CQs
+                    // are cleaned here, user CQs by the provider.
+                    self.send_cq().inner.lock().clean(self.qpn());
+                    self.recv_cq().inner.lock().clean(self.qpn());
+                }
                 s.sq.clear_kernel_flags(abi::QUEUE_QP_ERROR);
                 if let Some(rq) = &s.rq {
                     rq.clear_kernel_flags(abi::QUEUE_QP_ERROR);

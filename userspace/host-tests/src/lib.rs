@@ -21,6 +21,10 @@ pub(crate) mod psn;
 #[allow(dead_code)]
 pub(crate) mod roce_wire;
 
+#[path = "../../../drivers/softrnic/core/transport_rules.rs"]
+#[allow(dead_code)]
+pub(crate) mod transport_rules;
+
 #[cfg(test)]
 mod abi_tests;
 #[cfg(test)]
@@ -33,3 +37,5 @@ mod qp_state_tests;
 mod roce_wire_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transport_rules_tests;

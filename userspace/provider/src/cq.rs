@@ -65,6 +65,39 @@ impl CqState {
         self.holding = false;
     }
 
+    /// Drop the completions of QP `qpn` that are still waiting (the QP was
+    /// reset: IBTA lets them go, and rdma-core's tests expect them gone).
+    /// The others move towards the producer, which the kernel owns, and the
+    /// consumer moves past the gap.
+    fn clean(&mut self, qpn: u32) {
+        let ring = &self.ring;
+        if !ring.is_mapped() {
+            return;
+        }
+        let cons = ring.consumer().load(Ordering::Relaxed);
+        let prod = ring.producer().load(Ordering::Acquire);
+        let mut dst = prod;
+        let mut i = prod;
+        while i != cons {
+            i = i.wrapping_sub(1);
+            // SAFETY: slots between consumer and producer are ours to read
+            // and rewrite until the consumer moves past them.
+            let cqe = unsafe { ptr::read_volatile(ring.slot(i).cast::<abi::Cqe>()) };
+            if cqe.qp_num == qpn {
+                continue;
+            }
+            dst = dst.wrapping_sub(1);
+            if dst != i {
+                // SAFETY: as above; `dst` lies between `i` and the producer.
+                unsafe { ptr::write_volatile(ring.slot(dst).cast::<abi::Cqe>(), cqe) };
+            }
+        }
+        // Release: the moved CQEs are written before the kernel may reuse
+        // the slots the consumer passes.
+        ring.consumer().store(dst, Ordering::Release);
+        self.holding = false;
+    }
+
     /// ibv_poll_cq: up to `ne` completions into `wc`.
     ///
     /// # Safety
@@ -92,6 +125,19 @@ impl CqState {
         }
         n
     }
+}
+
+/// A QP of ours went to RESET: drop its waiting completions from `cq`.
+///
+/// # Safety
+/// `cq` is NULL or one of our live CQs.
+pub unsafe fn clean_qp(cq: *mut ibv_cq, qpn: u32) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: one of our CQs (the ibv_cq is at offset 0 of Cq).
+    let q = unsafe { &*addr_of!((*cq.cast::<Cq>()).q) };
+    q.lock().clean(qpn);
 }
 
 fn to_wc(c: &abi::Cqe) -> ibv_wc {
@@ -576,6 +622,35 @@ mod tests {
             dlid_path_bits: 4,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn reset_cleans_only_that_qps_completions() {
+        let cq = test_cq(8);
+        let ibcq: *mut ibv_cq = cq.cast();
+        for (i, qpn) in [5u32, 9, 5, 9, 9, 5].into_iter().enumerate() {
+            produce(
+                cq,
+                abi::Cqe {
+                    qp_num: qpn,
+                    ..cqe(i as u64)
+                },
+            );
+        }
+        // SAFETY: a live CQ of ours.
+        unsafe { clean_qp(ibcq, 5) };
+        // SAFETY: plain data.
+        let mut wc: [ibv_wc; 8] = unsafe { zeroed() };
+        // SAFETY: a live CQ; wc has room.
+        assert_eq!(unsafe { poll_cq(ibcq, 8, wc.as_mut_ptr()) }, 3);
+        let got: Vec<(u64, u32)> = wc[..3].iter().map(|w| (w.wr_id, w.qp_num)).collect();
+        assert_eq!(got, [(1, 9), (3, 9), (4, 9)]);
+        // The producer (the kernel's) never moved; new CQEs follow.
+        produce(cq, cqe(6));
+        // SAFETY: as above.
+        assert_eq!(unsafe { poll_cq(ibcq, 8, wc.as_mut_ptr()) }, 1);
+        assert_eq!(wc[0].wr_id, 6);
+        drop_cq(cq);
     }
 
     #[test]

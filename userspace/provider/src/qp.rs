@@ -785,7 +785,21 @@ pub unsafe extern "C" fn modify_qp(
     // SAFETY: zeroed command buffer.
     let mut cmd: ibv_modify_qp = unsafe { zeroed() };
     // SAFETY: arguments from libibverbs unchanged; cmd is sized.
-    unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<ibv_modify_qp>()) }
+    let ret =
+        unsafe { ibv_cmd_modify_qp(qp, attr, attr_mask, &mut cmd, size_of::<ibv_modify_qp>()) };
+    // SAFETY: a valid attr and a live QP whose CQs are ours.
+    unsafe {
+        if ret == 0 && attr_mask & IBV_QP_STATE as c_int != 0 && (*attr).qp_state == IBV_QPS_RESET {
+            // Completions of the old incarnation go (IBTA 10.3.1: a reset
+            // QP's completions may be removed), as other providers do.
+            let n = (*qp).qp_num;
+            crate::cq::clean_qp((*qp).send_cq, n);
+            if (*qp).recv_cq != (*qp).send_cq {
+                crate::cq::clean_qp((*qp).recv_cq, n);
+            }
+        }
+    }
+    ret
 }
 
 /// # Safety

@@ -1,0 +1,171 @@
+//! The transport rules of `core/transport_rules.rs`: segmentation and
+//! opcodes, the responder's opcode-sequence check, PSN classification
+//! across the 24-bit wrap, timers.
+
+use proptest::prelude::*;
+
+use crate::psn::Psn;
+use crate::roce_wire::Opcode;
+use crate::transport_rules::*;
+
+const OPS: [MsgOp; 8] = [
+    MsgOp::Send,
+    MsgOp::SendImm,
+    MsgOp::SendInv,
+    MsgOp::Write,
+    MsgOp::WriteImm,
+    MsgOp::Read,
+    MsgOp::CmpSwap,
+    MsgOp::FetchAdd,
+];
+
+#[test]
+fn mtu_codes() {
+    assert_eq!(mtu_bytes(1), Some(256));
+    assert_eq!(mtu_bytes(3), Some(1024));
+    assert_eq!(mtu_bytes(5), Some(4096));
+    assert_eq!(mtu_bytes(0), None);
+    assert_eq!(mtu_bytes(6), None);
+}
+
+#[test]
+fn packet_counts() {
+    assert_eq!(packets(0, 1024), 1);
+    assert_eq!(packets(1, 1024), 1);
+    assert_eq!(packets(1024, 1024), 1);
+    assert_eq!(packets(1025, 1024), 2);
+    assert_eq!(packets(65536, 1024), 64);
+    assert_eq!(packets(u32::MAX, 256), 16_777_216);
+}
+
+#[test]
+fn services_carry_only_their_operations() {
+    for op in OPS {
+        let rc = request_opcode(Service::Rc, op, 0, 1);
+        assert!(rc.is_some(), "RC carries {op:?}");
+        let uc = request_opcode(Service::Uc, op, 0, 1);
+        assert_eq!(
+            uc.is_some(),
+            matches!(
+                op,
+                MsgOp::Send | MsgOp::SendImm | MsgOp::Write | MsgOp::WriteImm
+            ),
+            "UC and {op:?}"
+        );
+        let ud = request_opcode(Service::Ud, op, 0, 1);
+        assert_eq!(
+            ud.is_some(),
+            matches!(op, MsgOp::Send | MsgOp::SendImm),
+            "UD and {op:?}"
+        );
+    }
+    assert_eq!(
+        request_opcode(Service::Ud, MsgOp::SendImm, 0, 1),
+        Some(Opcode::UdSendOnlyImm)
+    );
+    assert_eq!(
+        request_opcode(Service::Rc, MsgOp::Read, 0, 9),
+        Some(Opcode::RcRdmaReadRequest)
+    );
+}
+
+#[test]
+fn read_responses() {
+    assert_eq!(read_response_opcode(0, 1), Opcode::RcRdmaReadResponseOnly);
+    assert_eq!(read_response_opcode(0, 3), Opcode::RcRdmaReadResponseFirst);
+    assert_eq!(read_response_opcode(1, 3), Opcode::RcRdmaReadResponseMiddle);
+    assert_eq!(read_response_opcode(2, 3), Opcode::RcRdmaReadResponseLast);
+    for op in [
+        Opcode::RcRdmaReadResponseOnly,
+        Opcode::RcAck,
+        Opcode::RcAtomicAck,
+    ] {
+        assert_eq!(request_kind(op), None, "{op:?} is a response");
+    }
+}
+
+#[test]
+fn sequence_errors() {
+    use InMessage as M;
+    // MIDDLE or LAST with no message open.
+    assert!(!sequence_ok(M::None, MsgOp::Send, Place::Middle));
+    assert!(!sequence_ok(M::None, MsgOp::Write, Place::Last));
+    // A new message while one is open.
+    assert!(!sequence_ok(M::Send, MsgOp::Send, Place::First));
+    assert!(!sequence_ok(M::Write, MsgOp::Read, Place::Only));
+    // The wrong kind of continuation.
+    assert!(!sequence_ok(M::Send, MsgOp::Write, Place::Middle));
+    assert!(!sequence_ok(M::Write, MsgOp::SendImm, Place::Last));
+    // The right ones.
+    assert!(sequence_ok(M::Send, MsgOp::SendInv, Place::Last));
+    assert!(sequence_ok(M::Write, MsgOp::WriteImm, Place::Last));
+    assert!(sequence_ok(M::None, MsgOp::CmpSwap, Place::Only));
+}
+
+#[test]
+fn payload_lengths() {
+    assert!(payload_len_ok(Place::First, 1024, 1024));
+    assert!(!payload_len_ok(Place::First, 1000, 1024));
+    assert!(!payload_len_ok(Place::Middle, 1025, 1024));
+    assert!(!payload_len_ok(Place::Last, 0, 1024));
+    assert!(payload_len_ok(Place::Last, 1, 1024));
+    assert!(payload_len_ok(Place::Only, 0, 1024));
+    assert!(!payload_len_ok(Place::Only, 1025, 1024));
+}
+
+#[test]
+fn timers() {
+    assert_eq!(ack_timeout_us(0), None);
+    // 4.096 us * 2^14 = 67.1 ms (rdma_cm's default).
+    assert_eq!(ack_timeout_us(14), Some(67_108));
+    assert_eq!(ack_timeout_us(31), ack_timeout_us(40));
+}
+
+proptest! {
+    /// Every message, cut at every MTU: the opcodes the requester sends
+    /// are FIRST/MIDDLE.../LAST or ONLY of its operation, each is accepted
+    /// by the responder's sequence check in turn, the message closes at the
+    /// end, and the payloads add up to the length, full MTUs but the last.
+    #[test]
+    fn messages_segment_and_sequence(
+        op in 0usize..5, len in 0u32..20_000, code in 1u32..=5, uc in any::<bool>()
+    ) {
+        let op = OPS[op];
+        let svc = if uc && op != MsgOp::SendInv { Service::Uc } else { Service::Rc };
+        let mtu = mtu_bytes(code).unwrap();
+        let n = packets(len, mtu);
+        let mut state = InMessage::None;
+        let mut total = 0u32;
+        for i in 0..n {
+            let opcode = request_opcode(svc, op, i, n).unwrap();
+            let (kind, place) = request_kind(opcode).unwrap();
+            let want_kind = match (op, place.ends()) {
+                (MsgOp::SendImm | MsgOp::SendInv | MsgOp::WriteImm, false) => {
+                    if op == MsgOp::WriteImm { MsgOp::Write } else { MsgOp::Send }
+                }
+                _ => op,
+            };
+            prop_assert_eq!(kind, want_kind);
+            prop_assert_eq!(place.starts(), i == 0);
+            prop_assert_eq!(place.ends(), i + 1 == n);
+            prop_assert!(sequence_ok(state, kind, place));
+            state = after_packet(kind, place);
+            let chunk = core::cmp::min(mtu, len - total);
+            prop_assert!(payload_len_ok(place, chunk, mtu) || (len == 0 && place == Place::Only));
+            total += chunk;
+        }
+        prop_assert_eq!(state, InMessage::None);
+        prop_assert_eq!(total, len);
+    }
+
+    /// PSN classification is a pure function of the 24-bit distance: the
+    /// expected PSN, up to 2^23 behind (duplicates) and ahead, whatever the
+    /// base, across the wrap.
+    #[test]
+    fn psn_checks_wrap(base in 0u32..(1 << 24), d in 1i32..(1 << 23)) {
+        let e = Psn::new(base);
+        prop_assert_eq!(check_psn(e, e), PsnCheck::Expected);
+        prop_assert_eq!(check_psn(e.offset(-d), e), PsnCheck::Duplicate);
+        prop_assert_eq!(check_psn(e.offset(d), e), PsnCheck::Ahead);
+    }
+}

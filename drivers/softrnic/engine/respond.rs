@@ -217,6 +217,10 @@ impl Qp {
         };
         let svc = self.service();
         if svc == Service::Ud {
+            if pkt.payload.len() > mtu as usize {
+                dev.counters().bump(Counter::RxMalformed);
+                return;
+            }
             self.recv_datagram(s, dev, pkt, meta, op, after);
             return;
         }

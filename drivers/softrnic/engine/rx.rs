@@ -15,6 +15,8 @@ use crate::transport_rules::{self as rules, Service};
 use crate::verbs::qp::After;
 
 const UDP_LEN: usize = 8;
+/// The largest payload of any packet (IB MTU 4096).
+const MAX_PAYLOAD: usize = 4096;
 
 /// The length of the IP header at the start of `data`, and whether it is
 /// IPv4; `None` if it is neither a plausible IPv4 nor IPv6 header.
@@ -49,6 +51,11 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
             return;
         }
     };
+    // Nothing carries more than the largest IB MTU.
+    if pkt.payload.len() > MAX_PAYLOAD {
+        c.bump(Counter::RxMalformed);
+        return;
+    }
     if !icrc::check(data) {
         c.bump(Counter::RxBadIcrc);
         return;

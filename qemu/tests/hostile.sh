@@ -1,0 +1,152 @@
+#!/bin/sh
+# Guest suite: hostile input and teardown under traffic (issue 4).  A raw
+# socket in netns hb sends hand-made RoCEv2 packets (hostile_inject.py) at
+# live QPs of a softrnic_roce device in netns ha (hostile_target.py); each
+# kind must be counted in the right `rdma statistic` counter and dropped (or
+# answered as the IBTA says), with no kernel report.  Then processes killed,
+# a device deleted and rmmod tried while QPs move data.  Prints "PASS name" /
+# "FAIL name: why".
+. /src/qemu/tests/lib.sh
+
+T=/src/qemu/tests
+modprobe softrnic || exit 1
+ip netns add ha; ip netns add hb
+ip link add ha0 type veth peer name hb0
+ip link set ha0 netns ha; ip link set hb0 netns hb
+for n in a b; do
+    ip -n h$n link set h${n}0 mtu 9000 up
+    ip -n h$n link set lo up
+done
+ip -n ha addr add 10.88.0.1/24 dev ha0
+ip -n hb addr add 10.88.0.2/24 dev hb0
+ip netns exec ha rdma link add hx0 type softrnic_roce netdev ha0 || exit 1
+
+# counter NAME: the current value of one of hx0's counters.
+counter() {
+    rdma statistic show link hx0/1 | tr -s ' \n' ' ' | sed -n "s/.* $1 \([0-9]*\).*/\1/p"
+}
+
+mkfifo /tmp/target.in
+ip netns exec ha python3 $T/hostile_target.py hx0 10.88.0.2 /tmp/target.state \
+    < /tmp/target.in > /tmp/target.out 2>&1 &
+TARGET=$!
+exec 3> /tmp/target.in
+wait_for 'test -s /tmp/target.state' 150 || { cat /tmp/target.out; echo "FAIL hostile_setup: no target QPs"; exit 1; }
+
+inject() {  # CASE COUNT
+    ip netns exec hb python3 $T/hostile_inject.py 10.88.0.2 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||
+        fail "injector failed for $1"
+}
+
+# expect CASE COUNTER DELTA: send 5 packets of CASE; COUNTER must grow by DELTA.
+expect() {
+    before=$(counter "$2")
+    inject "$1" 5
+    wait_for "[ \$(counter $2) -ge $((before + $3)) ]" 25
+    after=$(counter "$2")
+    [ "$after" = $((before + $3)) ] || fail "$2 went from $before to $after, expected +$3"
+}
+
+test_valid_packets_are_delivered() { expect good_ud rx_packets 5; }
+test_truncated_is_malformed() { expect truncated rx_malformed 5; }
+test_bad_icrc_is_counted() { expect bad_icrc rx_bad_icrc 5; }
+test_unknown_qpn_is_counted() { expect unknown_qp rx_unknown_qp 5; }
+test_bogus_opcode_is_malformed() { expect bad_opcode rx_malformed 5; }
+test_bad_transport_version_is_malformed() { expect bad_tver rx_malformed 5; }
+test_bad_pad_count_is_malformed() { expect bad_pad rx_malformed 5; }
+test_foreign_pkey_is_malformed() { expect bad_pkey rx_malformed 5; }
+test_oversized_is_malformed() { expect oversized rx_malformed 5; }
+test_wrong_qkey_is_dropped() { expect bad_qkey rx_bad_state 5; }
+test_rc_opcode_to_ud_qp_is_dropped() { expect rc_to_ud rx_bad_state 5; }
+# Five packets ahead of the expected PSN: one sequence NAK, not five.
+test_out_of_window_psn_naks_once() { expect rc_ahead seq_nak_sent 1; }
+test_old_psn_is_duplicate() { expect rc_behind rx_duplicate 5; }
+test_stray_ack_is_ignored() { expect rc_stray_ack rx_duplicate 5; }
+
+test_target_qps_saw_only_valid_packets() {
+    echo done >&3
+    wait $TARGET
+    cat /tmp/target.out
+    grep -q '^ud_recv 5$' /tmp/target.out || fail "UD QP: $(grep ud_recv /tmp/target.out), expected 5"
+    grep -q '^rc_completions 0$' /tmp/target.out || fail "RC QP completed something"
+    grep -q '^other \[\]$' /tmp/target.out || fail "completions for other QPs"
+    # RTS (3): nothing it was sent was an error of the protocol.
+    grep -q '^rc_state 3$' /tmp/target.out || fail "RC QP left RTS: $(grep rc_state /tmp/target.out)"
+}
+
+# Random mutations of valid packets (valid ICRC for most, so they reach the
+# transport): every one is looked at, none crashes or wedges the device.
+test_fuzzed_packets() {
+    ip netns exec ha python3 $T/hostile_target.py hx0 10.88.0.2 /tmp/target.state \
+        < /dev/null > /tmp/target2.out 2>&1 &
+    t=$!
+    rm -f /tmp/target.state
+    wait_for 'test -s /tmp/target.state' 150 || fail "no target QPs"
+    before=$(counter rx_packets)
+    inject fuzz 3000
+    wait_for "[ \$(counter rx_packets) -ge $((before + 3000)) ]" 50 ||
+        fail "rx_packets went from $before to $(counter rx_packets) for 3000 packets"
+    rdma statistic show link hx0/1
+    wait $t
+}
+
+# --- teardown while QPs move data (two softrnic devices, two namespaces) ---
+
+td_setup() {
+    ip netns exec hb rdma link add hy0 type softrnic_roce netdev hb0 2>/dev/null
+    wait_for 'ibv_devinfo -d hy0 | grep -q PORT_ACTIVE' || fail "hy0 not active"
+}
+gid1() { ibv_devinfo -v -d $1 | grep 'GID\[' | grep '::ffff:' | head -n 1 | sed 's/.*GID\[ *\([0-9]*\)\].*/\1/'; }
+bw_pair() {  # PROGRAM: server in ha, client in hb, 30 s of traffic
+    PORT=$((PORT + 1))
+    ip netns exec ha timeout 40 stdbuf -oL $1 -d hx0 -x $(gid1 hx0) -D 30 -p $PORT > /tmp/bw_s.out 2>&1 &
+    S=$!
+    wait_for "ip netns exec ha ss -Hltn 'sport = :$PORT' | grep -q ." 100 || fail "server not listening"
+    ip netns exec hb timeout 40 stdbuf -oL $1 -d hy0 -x $(gid1 hy0) -D 30 -p $PORT 10.88.0.1 > /tmp/bw_c.out 2>&1 &
+    C=$!
+    if ! wait_for 'grep -q "#bytes" /tmp/bw_c.out' 150; then
+        cat /tmp/bw_s.out /tmp/bw_c.out
+        fail "no traffic started"
+    fi
+    sleep 2
+    kill -0 $S && kill -0 $C || { cat /tmp/bw_s.out /tmp/bw_c.out; fail "traffic ended early"; }
+}
+PORT=18700
+qps_of() { rdma resource show qp link $1/1 | grep -v 'type GSI' | grep -c lqpn; }
+
+test_kill_9_during_traffic() {
+    td_setup
+    bw_pair ib_write_bw
+    pkill -9 -x ib_write_bw; wait $S $C
+    wait_for "[ \$(qps_of hx0) = 0 ] && [ \$(qps_of hy0) = 0 ]" || fail "QPs left after kill -9"
+}
+
+test_link_del_during_traffic() {
+    td_setup
+    bw_pair ib_send_bw
+    ip netns exec hb rdma link del hy0 || fail "link del failed"
+    wait $C; wait $S
+    rdma link show hy0/1 2>/dev/null && fail "hy0 still there"
+    wait_for "[ \$(qps_of hx0) = 0 ]" 150 || fail "hx0 QPs left"
+}
+
+# rmmod while traffic runs: ib_uverbs disassociates the open contexts
+# (softrnic offers disassociate_ucontext), so every QP, CQ and MR is
+# destroyed under the running programs and the module unloads with nothing
+# left; the programs see no more completions and end on their own.
+test_rmmod_during_traffic() {
+    td_setup
+    bw_pair ib_read_bw
+    rmmod softrnic || fail "rmmod failed"
+    dmesg | grep -q 'softrnic: live objects at unload: ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0' ||
+        fail "no zero-leak line: $(dmesg | grep 'softrnic: .*live objects' | tail -n 1)"
+    wait $C $S
+    modprobe softrnic || fail "reload failed"
+}
+
+run_tests test_valid_packets_are_delivered test_truncated_is_malformed test_bad_icrc_is_counted \
+    test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
+    test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
+    test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
+    test_old_psn_is_duplicate test_stray_ack_is_ignored test_target_qps_saw_only_valid_packets \
+    test_fuzzed_packets test_kill_9_during_traffic test_link_del_during_traffic test_rmmod_during_traffic

@@ -90,6 +90,9 @@ test_fuzzed_packets() {
     wait $t
 }
 
+# RC errors end to end: retry and RNR exhaustion, remote access errors.
+ip netns exec ha python3 $T/transport_errors.py hx0 2>&1
+
 # --- teardown while QPs move data (two softrnic devices, two namespaces) ---
 
 td_setup() {

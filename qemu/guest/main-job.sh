@@ -1,5 +1,6 @@
 #!/bin/sh
-# The main job, inside the VM.
+# The main job, inside the VM: devices, the verbs objects, then real RDMA
+# traffic between two softrnic_roce devices with its throughput.
 set -e
 echo "== kernel $(uname -r); loading softrnic"
 modprobe softrnic
@@ -27,9 +28,35 @@ for n in 0 1 2 3; do
 done
 echo "== verbs objects through libibverbs and the softrnic provider"
 python3 /src/qemu/guest/verbs_demo.py sr0 si0
-echo "== (data traffic arrives with the RoCE engine issue)"
 rdma link del sr0
 rdma link del si0
+
+echo "== RDMA traffic between two softrnic_roce devices in two network namespaces"
+ip netns add ma; ip netns add mb
+ip link add ma0 type veth peer name mb0
+ip link set ma0 netns ma; ip link set mb0 netns mb
+ip -n ma addr add 10.99.0.1/24 dev ma0; ip -n mb addr add 10.99.0.2/24 dev mb0
+ip -n ma link set ma0 up; ip -n mb link set mb0 up
+ip netns exec ma rdma link add sra type softrnic_roce netdev ma0
+ip netns exec mb rdma link add srb type softrnic_roce netdev mb0
+gid() { ibv_devinfo -v -d "$1" | grep 'GID\[' | grep '::ffff:' | head -n 1 | sed 's/.*GID\[ *\([0-9]*\)\].*/\1/'; }
+listening() { for _ in $(seq 100); do ip netns exec ma ss -Hltn "sport = :$1" | grep -q . && return 0; sleep 0.2; done; return 1; }
+echo "-- ibv_rc_pingpong --chk, 1000 x 64 KiB each way (data checked at both ends)"
+ip netns exec ma timeout 60 ibv_rc_pingpong -d sra -g "$(gid sra)" -s 65536 -n 1000 --chk > /tmp/pp_s.out 2>&1 &
+s=$!
+listening 18515
+ip netns exec mb timeout 60 ibv_rc_pingpong -d srb -g "$(gid srb)" -s 65536 -n 1000 --chk 10.99.0.1
+wait $s
+echo "-- ib_write_bw, 64 KiB RDMA WRITEs for 5 s"
+ip netns exec ma timeout 60 ib_write_bw -d sra -x "$(gid sra)" -s 65536 -D 5 -F > /tmp/bw_s.out 2>&1 &
+s=$!
+listening 18515
+ip netns exec mb timeout 60 ib_write_bw -d srb -x "$(gid srb)" -s 65536 -D 5 -F 10.99.0.1 | grep -A 1 '#bytes'
+wait $s
+echo "-- packet counters of sra"
+rdma statistic show link sra/1
+ip netns del ma; ip netns del mb
+for _ in $(seq 50); do rdma link show sra/1 >/dev/null 2>&1 || break; sleep 0.2; done
 rmmod softrnic
 dmesg | grep 'softrnic: .*live objects at unload' | tail -n 1
 echo "== softrnic unloaded cleanly"

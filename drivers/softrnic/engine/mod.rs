@@ -82,9 +82,11 @@ impl Counters {
     }
 }
 
-/// Packet batches a pump may build before handing over to the work item.
-const SOFTIRQ_BATCHES: u32 = 4;
-const PROCESS_BATCHES: u32 = 64;
+/// Packet batches a pump may build before handing over to the work item:
+/// a little where it was kicked (a doorbell, a received packet), much in
+/// the work item.
+const KICK_BATCHES: u32 = 4;
+const WORK_BATCHES: u32 = 64;
 
 /// The engine state of a QP (under the QP lock).
 pub(crate) struct Engine {
@@ -116,19 +118,34 @@ impl Qp {
         unsafe { crate::glue::dev_of(self.ib.device) }
     }
 
+    /// New work for the engine: pump right here if this is the QP's CPU
+    /// (a little, with preemption off), else in the work item on that CPU.
+    /// Not from hard-IRQ context or with IRQs off (transmission needs BHs).
+    pub(crate) fn kick(&self) {
+        let done = deferred::on_this_cpu(|cpu| {
+            if cpu == self.cpu {
+                self.pump(false);
+                true
+            } else {
+                false
+            }
+        });
+        if !done {
+            let s = self.inner.lock();
+            self.queue_work(&s.eng);
+        }
+    }
+
     /// Build and send this QP's packets: responses first, then requests.
-    /// `process`: called where it may work long (a doorbell, the work
-    /// item); otherwise it does a little and hands the rest to the work item.
-    pub(crate) fn pump(&self, process: bool) {
+    /// Runs on the QP's CPU only (see `kick`), so they leave in order.
+    /// `work`: the work item, which may work long; otherwise it does a
+    /// little and hands the rest to the work item.
+    fn pump(&self, work: bool) {
         let dev = self.dev();
         let Some(ndev) = dev.port_netdev() else {
             return;
         };
-        let budget = if process {
-            PROCESS_BATCHES
-        } else {
-            SOFTIRQ_BATCHES
-        };
+        let budget = if work { WORK_BATCHES } else { KICK_BATCHES };
         let mut first = true;
         for batch in 1.. {
             let mut out = Outbox::new();
@@ -168,7 +185,7 @@ impl Qp {
         if !eng.dying {
             // SAFETY: initialised in `engine_init`; `dying` is set (under the
             // lock we are called with) before the work is cancelled for good.
-            unsafe { deferred::work_queue(self.work_ptr()) };
+            unsafe { deferred::work_queue(self.work_ptr(), self.cpu) };
         }
     }
 
@@ -203,6 +220,11 @@ impl Qp {
             deferred::work_init(self.work_ptr(), qp_work);
             deferred::timer_init(self.timer_ptr(), qp_timer);
         }
+    }
+
+    /// The CPU a new QP sends from: spread by QP number.
+    pub(crate) fn pick_cpu(qpn: u32) -> u32 {
+        qpn % core::cmp::max(deferred::cpu_count(), 1)
     }
 
     /// Stop the work item and timer for good (destroy, process context,

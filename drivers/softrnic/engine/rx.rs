@@ -132,5 +132,5 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         }
     }
     qp.after(after);
-    qp.pump(false);
+    qp.kick();
 }

@@ -240,11 +240,29 @@ pub(crate) mod deferred {
         unsafe { b::softrnic_work_init(w, Some(f)) }
     }
 
+    /// Queue `w` on `cpu` (or anywhere if that CPU is offline).
+    ///
     /// # Safety
     /// `w` was initialised by `work_init` and is not being cancelled for good.
-    pub(crate) unsafe fn work_queue(w: *mut b::work_struct) {
+    pub(crate) unsafe fn work_queue(w: *mut b::work_struct, cpu: u32) {
         // SAFETY: per the contract.
-        unsafe { b::softrnic_work_queue(w) }
+        unsafe { b::softrnic_work_queue(w, cpu) }
+    }
+
+    /// Run `f` pinned to the current CPU (preemption off), given its number.
+    pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
+        // SAFETY: paired with the put below.
+        let cpu = unsafe { b::softrnic_cpu_get() };
+        let r = f(cpu);
+        // SAFETY: undoes the get above.
+        unsafe { b::softrnic_cpu_put() };
+        r
+    }
+
+    /// The number of CPUs work can be spread over.
+    pub(crate) fn cpu_count() -> u32 {
+        // SAFETY: a plain query.
+        unsafe { b::softrnic_cpu_count() }
     }
 
     /// Wait for the work to finish and unqueue it.

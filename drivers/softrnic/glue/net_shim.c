@@ -260,7 +260,7 @@ int softrnic_net_register(void)
 {
 	int err;
 
-	softrnic_wq = alloc_workqueue("softrnic", WQ_UNBOUND | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	softrnic_wq = alloc_workqueue("softrnic", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
 	if (!softrnic_wq)
 		return -ENOMEM;
 	err = register_pernet_subsys(&softrnic_net_ops);
@@ -482,9 +482,32 @@ void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct 
 	INIT_WORK(work, fn);
 }
 
-void softrnic_work_queue(struct work_struct *work)
+/*
+ * Queue the work on `cpu`: a QP sends only from its own CPU, so its packets
+ * enter the stack (and a veth peer's per-CPU backlog) in order.
+ */
+void softrnic_work_queue(struct work_struct *work, unsigned int cpu)
 {
-	queue_work(softrnic_wq, work);
+	if (cpu < nr_cpu_ids && cpu_online(cpu))
+		queue_work_on(cpu, softrnic_wq, work);
+	else
+		queue_work(softrnic_wq, work);
+}
+
+/* Pin the caller to its CPU (preemption off) and say which it is. */
+unsigned int softrnic_cpu_get(void)
+{
+	return get_cpu();
+}
+
+void softrnic_cpu_put(void)
+{
+	put_cpu();
+}
+
+unsigned int softrnic_cpu_count(void)
+{
+	return num_possible_cpus();
 }
 
 void softrnic_work_cancel(struct work_struct *work)

@@ -735,6 +735,7 @@ pub(super) unsafe extern "C" fn create_qp(
             addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()));
             (*p).ib.qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
+            addr_of_mut!((*p).cpu).write(Qp::pick_cpu(qpn));
             (*p).engine_init();
         }
         init.cap.max_send_wr = caps.max_send_wr;

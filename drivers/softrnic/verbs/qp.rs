@@ -72,6 +72,8 @@ pub(crate) struct Qp {
     /// (retransmission, RNR); set up by `engine_init`.
     pub(crate) work: Opaque<b::work_struct>,
     pub(crate) timer: Opaque<b::timer_list>,
+    /// The CPU the QP's packets are sent from.
+    pub(crate) cpu: u32,
 }
 
 // SAFETY: REF_OFFSET is the offset of the Ref field, initialised in create
@@ -439,13 +441,13 @@ impl Qp {
     }
 
     /// New work was posted (or the state changed): have it sent.  RoCE QPs
-    /// pump their engine (here if `here`, a process context; else in the
-    /// work item); iWARP QPs run their local operations.
+    /// kick their engine (`here`: from a context that may transmit; else
+    /// only through the work item); iWARP QPs run their local operations.
     pub(crate) fn doorbell(&self, here: bool) {
         if self.iwarp {
             self.run_local_ops(self.dev().verbs());
         } else if here {
-            self.pump(true);
+            self.kick();
         } else {
             let s = self.inner.lock();
             self.queue_work(&s.eng);

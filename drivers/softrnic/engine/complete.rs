@@ -42,7 +42,9 @@ impl Qp {
         let mut i = s.sq_cons;
         while i != s.eng.req.fetched {
             let t = s.eng.req.get(i);
-            if t.npkts != 0 && psn::diff(p, Psn::new(t.first_psn)) >= 0 && psn::diff(p, t.last_psn()) <= 0
+            if t.npkts != 0
+                && psn::diff(p, Psn::new(t.first_psn)) >= 0
+                && psn::diff(p, t.last_psn()) <= 0
             {
                 let pkt = if t.op() == Some(MsgOp::Read) {
                     t.got
@@ -127,8 +129,7 @@ impl Qp {
         mtu: u32,
         after: &mut After,
     ) -> bool {
-        if self.service() != rules::Service::Rc || !matches!(s.state, QpState::Rts | QpState::Sqd)
-        {
+        if self.service() != rules::Service::Rc || !matches!(s.state, QpState::Rts | QpState::Sqd) {
             dev.counters().bump(Counter::RxBadState);
             return false;
         }
@@ -219,7 +220,14 @@ impl Qp {
         true
     }
 
-    fn atomic_answer(&self, s: &mut QpInner, dev: &IbDevice, pkt: &Packet<'_>, t: &Track, after: &mut After) {
+    fn atomic_answer(
+        &self,
+        s: &mut QpInner,
+        dev: &IbDevice,
+        pkt: &Packet<'_>,
+        t: &Track,
+        after: &mut After,
+    ) {
         if !matches!(t.op(), Some(MsgOp::CmpSwap | MsgOp::FetchAdd)) {
             self.fail_head(s, WC_BAD_RESP_ERR, after);
             return;
@@ -235,7 +243,15 @@ impl Qp {
         self.finish_rd(s, t, after);
     }
 
-    fn read_answer(&self, s: &mut QpInner, dev: &IbDevice, pkt: &Packet<'_>, t: &Track, mtu: u32, after: &mut After) {
+    fn read_answer(
+        &self,
+        s: &mut QpInner,
+        dev: &IbDevice,
+        pkt: &Packet<'_>,
+        t: &Track,
+        mtu: u32,
+        after: &mut After,
+    ) {
         if t.op() != Some(MsgOp::Read) {
             self.fail_head(s, WC_BAD_RESP_ERR, after);
             return;
@@ -269,7 +285,14 @@ impl Qp {
         let Some(sges) = Self::wqe_sges(s, s.sq_cons, &t.wqe, &mut buf) else {
             return false;
         };
-        mem::sgl_copy(dev.verbs(), self.ib.pd as usize, sges, u64::from(off), Data::Store(data)).is_ok()
+        mem::sgl_copy(
+            dev.verbs(),
+            self.ib.pd as usize,
+            sges,
+            u64::from(off),
+            Data::Store(data),
+        )
+        .is_ok()
     }
 
     /// A READ or atomic got its whole answer.

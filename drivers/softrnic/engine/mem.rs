@@ -55,14 +55,21 @@ impl Data<'_> {
             // a kernel buffer we own).
             Data::Store(s) => unsafe { core::ptr::copy_nonoverlapping(s.as_ptr().add(at), p, n) },
             // SAFETY: as above.
-            Data::Load(d) => unsafe { core::ptr::copy_nonoverlapping(p, d.as_mut_ptr().add(at), n) },
+            Data::Load(d) => unsafe {
+                core::ptr::copy_nonoverlapping(p, d.as_mut_ptr().add(at), n)
+            },
         }
     }
 }
 
 /// Walk `len` bytes from byte `start` of a list of pages of `page_size`
 /// bytes: `f(page index, offset in page, offset in the walk, bytes)`.
-fn chunks(start: u64, len: usize, page_size: u64, mut f: impl FnMut(usize, usize, usize, usize) -> bool) -> bool {
+fn chunks(
+    start: u64,
+    len: usize,
+    page_size: u64,
+    mut f: impl FnMut(usize, usize, usize, usize) -> bool,
+) -> bool {
     let mut done = 0usize;
     while done < len {
         let pos = start + done as u64;
@@ -97,19 +104,24 @@ impl MrState {
             }
             MrKind::User(um) => {
                 let page_size = crate::glue::page_size();
-                chunks(start + u64::from(um.offset), len, page_size, |page, off, at, n| {
-                    let Some(&pg) = um.pages.get(page) else {
-                        return false;
-                    };
-                    // SAFETY: a page pinned by the MR's umem, alive while the
-                    // MR (whose lock we hold) is.
-                    let Some(map) = (unsafe { PageMap::new(pg) }) else {
-                        return false;
-                    };
-                    // SAFETY: `off + n` stays within the mapped page.
-                    unsafe { data.apply(at, map.ptr().add(off), n) };
-                    true
-                })
+                chunks(
+                    start + u64::from(um.offset),
+                    len,
+                    page_size,
+                    |page, off, at, n| {
+                        let Some(&pg) = um.pages.get(page) else {
+                            return false;
+                        };
+                        // SAFETY: a page pinned by the MR's umem, alive while the
+                        // MR (whose lock we hold) is.
+                        let Some(map) = (unsafe { PageMap::new(pg) }) else {
+                            return false;
+                        };
+                        // SAFETY: `off + n` stays within the mapped page.
+                        unsafe { data.apply(at, map.ptr().add(off), n) };
+                        true
+                    },
+                )
             }
             MrKind::FastReg {
                 pages,
@@ -120,15 +132,20 @@ impl MrState {
                 if *page_size == 0 {
                     return false;
                 }
-                chunks(start + offset, len, u64::from(*page_size), |page, off, at, n| {
-                    let Some(&addr) = pages.get(page) else {
-                        return false;
-                    };
-                    // SAFETY: the kernel consumer registered these pages
-                    // (kernel virtual addresses) for the registration's life.
-                    unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) };
-                    true
-                })
+                chunks(
+                    start + offset,
+                    len,
+                    u64::from(*page_size),
+                    |page, off, at, n| {
+                        let Some(&addr) = pages.get(page) else {
+                            return false;
+                        };
+                        // SAFETY: the kernel consumer registered these pages
+                        // (kernel virtual addresses) for the registration's life.
+                        unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) };
+                        true
+                    },
+                )
             }
         }
     }
@@ -230,10 +247,18 @@ pub(crate) fn sgl_copy(
         }
         let n = core::cmp::min((sl - skip) as usize, len - done);
         let addr = sge.addr.wrapping_add(skip);
-        let ok = with_local(v, pd, sge.lkey, addr, n as u64, write, |m| match &mut data {
-            Data::Store(s) => m.copy(addr, Data::Store(&s[done..done + n])),
-            Data::Load(d) => m.copy(addr, Data::Load(&mut d[done..done + n])),
-        });
+        let ok = with_local(
+            v,
+            pd,
+            sge.lkey,
+            addr,
+            n as u64,
+            write,
+            |m| match &mut data {
+                Data::Store(s) => m.copy(addr, Data::Store(&s[done..done + n])),
+                Data::Load(d) => m.copy(addr, Data::Load(&mut d[done..done + n])),
+            },
+        );
         if ok != Some(true) {
             return Err(false);
         }
@@ -252,7 +277,15 @@ pub(crate) fn sgl_check(v: &DeviceVerbs, pd: usize, sges: &[Sge], write: bool) -
     let mut total = 0u64;
     for sge in sges {
         if sge.length != 0 {
-            with_local(v, pd, sge.lkey, sge.addr, u64::from(sge.length), write, |_| ())?;
+            with_local(
+                v,
+                pd,
+                sge.lkey,
+                sge.addr,
+                u64::from(sge.length),
+                write,
+                |_| (),
+            )?;
         }
         total += u64::from(sge.length);
     }

@@ -87,10 +87,7 @@ impl Responder {
     pub(crate) fn new() -> Result<Responder> {
         let mut queue = KVec::with_capacity(QUEUE, GFP_KERNEL)?;
         for _ in 0..QUEUE {
-            queue.push(
-                Response::Atomic { psn: 0, orig: 0 },
-                GFP_KERNEL,
-            )?;
+            queue.push(Response::Atomic { psn: 0, orig: 0 }, GFP_KERNEL)?;
         }
         Ok(Responder {
             epsn: Psn::new(0),
@@ -207,7 +204,10 @@ impl Qp {
         mtu: u32,
         after: &mut After,
     ) {
-        if !matches!(s.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe) {
+        if !matches!(
+            s.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
             dev.counters().bump(Counter::RxBadState);
             return;
         }
@@ -388,7 +388,13 @@ impl Qp {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         };
         let at = u64::from(rc.got);
-        let copied = mem::sgl_copy(dev.verbs(), who.pd, rc.wqe.sges(), at, Data::Store(pkt.payload));
+        let copied = mem::sgl_copy(
+            dev.verbs(),
+            who.pd,
+            rc.wqe.sges(),
+            at,
+            Data::Store(pkt.payload),
+        );
         rc.got += len;
         if let Err(too_short) = copied {
             let (status, code) = if too_short {
@@ -474,9 +480,15 @@ impl Qp {
             return Err(Fail::Rnr);
         }
         if len != 0 {
-            let ok = mem::with_remote(dev.verbs(), who, rkey, va, u64::from(len), REMOTE_WRITE, |m, iova| {
-                m.copy(iova, Data::Store(pkt.payload))
-            });
+            let ok = mem::with_remote(
+                dev.verbs(),
+                who,
+                rkey,
+                va,
+                u64::from(len),
+                REMOTE_WRITE,
+                |m, iova| m.copy(iova, Data::Store(pkt.payload)),
+            );
             if ok != Some(true) {
                 return Err(Fail::Nak(NakCode::RemoteAccessError));
             }
@@ -488,7 +500,8 @@ impl Qp {
                 let Some(wqe) = self.take_recv(s, after) else {
                     return Err(Fail::Rnr);
                 };
-                let mut cqe = self.recv_cqe(wqe.wr_id, abi::WC_RECV_RDMA_WITH_IMM, abi::WC_SUCCESS, 0);
+                let mut cqe =
+                    self.recv_cqe(wqe.wr_id, abi::WC_RECV_RDMA_WITH_IMM, abi::WC_SUCCESS, 0);
                 if let Some(imm) = pkt.hdr.imm_dt {
                     cqe.wc_flags |= abi::WC_WITH_IMM;
                     cqe.ex = imm.data.to_be();
@@ -566,9 +579,19 @@ impl Qp {
         if a.va % 8 != 0 {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
-        let orig = mem::with_remote(dev.verbs(), self.requestor(), a.rkey, a.va, 8, REMOTE_ATOMIC, |m, iova| {
-            m.atomic(iova, |w| mem::atomic_op(w, op == MsgOp::CmpSwap, a.compare, a.swap_add))
-        });
+        let orig = mem::with_remote(
+            dev.verbs(),
+            self.requestor(),
+            a.rkey,
+            a.va,
+            8,
+            REMOTE_ATOMIC,
+            |m, iova| {
+                m.atomic(iova, |w| {
+                    mem::atomic_op(w, op == MsgOp::CmpSwap, a.compare, a.swap_add)
+                })
+            },
+        );
         let Some(Some(orig)) = orig else {
             return Err(Fail::Nak(NakCode::RemoteAccessError));
         };
@@ -617,7 +640,13 @@ impl Qp {
             MsgOp::CmpSwap | MsgOp::FetchAdd => {
                 // Never executed twice: the saved result, or nothing if it
                 // is too old to be remembered.
-                let found = s.eng.resp.atomics.iter().find(|a| a.2 && a.0 == psn.get()).copied();
+                let found = s
+                    .eng
+                    .resp
+                    .atomics
+                    .iter()
+                    .find(|a| a.2 && a.0 == psn.get())
+                    .copied();
                 if let Some((p, orig, _)) = found {
                     s.eng.resp.push(Response::Atomic { psn: p, orig });
                 }
@@ -739,7 +768,17 @@ impl Qp {
                     len,
                     npkts,
                     sent,
-                } => self.read_response(s, dev, ndev, out, &route, dest_qp, msn, (psn, va, rkey, len, npkts, sent), mtu),
+                } => self.read_response(
+                    s,
+                    dev,
+                    ndev,
+                    out,
+                    &route,
+                    dest_qp,
+                    msn,
+                    (psn, va, rkey, len, npkts, sent),
+                    mtu,
+                ),
             };
             match res {
                 Ok(true) => {
@@ -780,7 +819,11 @@ impl Qp {
         let off = sent * mtu;
         let n = core::cmp::min(mtu, len - core::cmp::min(off, len));
         let opcode = rules::read_response_opcode(sent, npkts);
-        let mut h = Headers::new(response_bth(opcode, dest_qp, Psn::new(psn).offset(sent as i32).get()));
+        let mut h = Headers::new(response_bth(
+            opcode,
+            dest_qp,
+            Psn::new(psn).offset(sent as i32).get(),
+        ));
         if opcode.layout().has(crate::roce_wire::Ext::Aeth) {
             h.aeth = Some(Aeth {
                 syndrome: Syndrome::Ack {
@@ -793,9 +836,15 @@ impl Qp {
         let addr = va.wrapping_add(u64::from(off));
         out.build(dev, ndev, route, &h, n as usize, |buf| {
             buf.is_empty()
-                || mem::with_remote(dev.verbs(), who, rkey, addr, buf.len() as u64, REMOTE_READ, |m, iova| {
-                    m.copy(iova, Data::Load(buf))
-                }) == Some(true)
+                || mem::with_remote(
+                    dev.verbs(),
+                    who,
+                    rkey,
+                    addr,
+                    buf.len() as u64,
+                    REMOTE_READ,
+                    |m, iova| m.copy(iova, Data::Load(buf)),
+                ) == Some(true)
         })?;
         let last = sent + 1 >= npkts;
         if !last {

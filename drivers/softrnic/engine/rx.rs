@@ -10,8 +10,8 @@ use crate::glue::net::Skb;
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
 use crate::roce_wire::{self, Packet, Transport};
-use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::transport_rules::{self as rules, Service};
+use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::After;
 
 const UDP_LEN: usize = 8;

@@ -14,7 +14,7 @@ use crate::glue::net::IpRoute;
 use crate::glue::{IbDevice, NetDevice};
 use crate::psn::{self, Psn};
 use crate::qp_state::{QpState, QpType};
-use crate::roce_wire::{AtomicEth, Bth, Deth, Headers, ImmDt, Ieth, Reth};
+use crate::roce_wire::{AtomicEth, Bth, Deth, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
 use crate::verbs::local_ops::{self, OnQp};
 use crate::verbs::qp::{After, Qp, QpInner};
@@ -199,7 +199,8 @@ impl Qp {
             return None;
         }
         for (i, sge) in buf.iter_mut().enumerate().take(n) {
-            *sge = s.sq.read::<Sge>(index, size_of::<SendWqe>() + i * size_of::<Sge>())?;
+            *sge =
+                s.sq.read::<Sge>(index, size_of::<SendWqe>() + i * size_of::<Sge>())?;
         }
         Some(&buf[..n])
     }
@@ -518,8 +519,7 @@ impl Qp {
                 return true;
             }
             if inline {
-                s.sq
-                    .read_bytes(index, size_of::<SendWqe>() + offset as usize, buf)
+                s.sq.read_bytes(index, size_of::<SendWqe>() + offset as usize, buf)
                     .is_some()
             } else {
                 let mut sb = [Sge::default(); MAX_SGE];

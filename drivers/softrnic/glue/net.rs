@@ -212,14 +212,8 @@ pub(crate) fn umem_pages(umem: &super::umem::Umem) -> Result<(KVec<usize>, u32)>
     let mut offset = 0u32;
     // SAFETY: the vector has room for `n` pointers; the shim writes at most
     // `n` and returns how many.
-    let got = unsafe {
-        b::softrnic_umem_pages(
-            umem.as_ptr(),
-            pages.as_mut_ptr().cast(),
-            n,
-            &mut offset,
-        )
-    };
+    let got =
+        unsafe { b::softrnic_umem_pages(umem.as_ptr(), pages.as_mut_ptr().cast(), n, &mut offset) };
     // SAFETY: the first `got` (≤ capacity) entries were written.
     unsafe { pages.inc_len(core::cmp::min(got, n)) };
     Ok((pages, offset))

@@ -299,7 +299,10 @@ static STAT_DESCS: StatDescs = StatDescs({
 });
 
 /// ib_core: the per-port counters of `rdma statistic` and sysfs hw_counters.
-unsafe extern "C" fn alloc_hw_port_stats(_ib: *mut b::ib_device, _port: u32) -> *mut b::rdma_hw_stats {
+unsafe extern "C" fn alloc_hw_port_stats(
+    _ib: *mut b::ib_device,
+    _port: u32,
+) -> *mut b::rdma_hw_stats {
     // SAFETY: a static descriptor table of COUNTERS entries.
     unsafe { b::softrnic_alloc_port_stats(STAT_DESCS.0.as_ptr(), crate::engine::COUNTERS as i32) }
 }

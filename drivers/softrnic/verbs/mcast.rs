@@ -85,6 +85,9 @@ impl Groups {
     /// The groups `qpn` is attached to (one at a time: the caller detaches
     /// it and asks again).
     pub(crate) fn any_group_of(&self, qpn: u32) -> Option<[u8; 16]> {
-        self.0.iter().find(|g| g.qpns.contains(&qpn)).map(|g| g.mgid)
+        self.0
+            .iter()
+            .find(|g| g.qpns.contains(&qpn))
+            .map(|g| g.mgid)
     }
 }

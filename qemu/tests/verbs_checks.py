@@ -14,6 +14,7 @@ import mmap
 import ctypes
 import subprocess
 import sys
+import time
 import traceback
 
 import pyverbs.enums as e
@@ -417,10 +418,14 @@ def mw_type1_and_type2_alloc_dealloc():
 
 
 def poll_one(cq):
-    for _ in range(200):
+    """The next completion, waiting up to 5 s (the engine runs the work
+    request in the background)."""
+    end = time.time() + 5
+    while time.time() < end:
         n, wcs = cq.poll(1)
         if n:
             return wcs[0]
+        time.sleep(0.0005)
     raise Fail('no completion')
 
 

@@ -31,6 +31,20 @@ const TABLE: [u32; 256] = {
     t
 };
 
+/// One CRC-32 step over `bytes` from the running (not inverted) value
+/// `crc`: the recurrence of the kernel's `crc32_le`, so an optimised
+/// implementation can stand in for this one (see `icrc_with`).
+pub(crate) type Update = fn(u32, &[u8]) -> u32;
+
+/// The table-driven `Update`.
+pub(crate) fn table_update(crc: u32, bytes: &[u8]) -> u32 {
+    let mut c = crc;
+    for &b in bytes {
+        c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
+    }
+    c
+}
+
 /// A running CRC-32.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Crc32(u32);
@@ -41,11 +55,7 @@ impl Crc32 {
     }
 
     pub(crate) fn update(&mut self, bytes: &[u8]) {
-        let mut c = self.0;
-        for &b in bytes {
-            c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
-        }
-        self.0 = c;
+        self.0 = table_update(self.0, bytes);
     }
 
     pub(crate) const fn finish(self) -> u32 {
@@ -64,6 +74,11 @@ pub(crate) const ICRC_LEN: usize = 4;
 /// bytes cannot be a RoCEv2 packet (unknown IP version, IPv4 header length
 /// out of range, shorter than IP + UDP + BTH).
 pub(crate) fn icrc(packet: &[u8]) -> Option<u32> {
+    icrc_with(packet, table_update)
+}
+
+/// `icrc` with the CRC steps done by `update`.
+pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
     let mut ip = [0u8; 60];
     let first = *packet.first()?;
     let ip_len = match first >> 4 {
@@ -102,25 +117,35 @@ pub(crate) fn icrc(packet: &[u8]) -> Option<u32> {
     let mut bth_m = [0u8; BTH_LEN];
     bth_m.copy_from_slice(bth);
     bth_m[4] = 0xFF; // FECN, BECN, resv6a
-    let mut crc = Crc32::new();
-    crc.update(&[0xFF; 8]); // the pseudo-LRH
-    crc.update(&ip[..ip_len]);
-    crc.update(&udp_m);
-    crc.update(&bth_m);
-    crc.update(payload);
-    Some(crc.finish())
+    let mut crc = Crc32::new().0;
+    crc = update(crc, &[0xFF; 8]); // the pseudo-LRH
+    crc = update(crc, &ip[..ip_len]);
+    crc = update(crc, &udp_m);
+    crc = update(crc, &bth_m);
+    crc = update(crc, payload);
+    Some(Crc32(crc).finish())
 }
 
 /// The trailer bytes for `packet` (see `icrc`).
 pub(crate) fn trailer(packet: &[u8]) -> Option<[u8; ICRC_LEN]> {
-    icrc(packet).map(u32::to_le_bytes)
+    trailer_with(packet, table_update)
+}
+
+/// `trailer` with the CRC steps done by `update`.
+pub(crate) fn trailer_with(packet: &[u8], update: Update) -> Option<[u8; ICRC_LEN]> {
+    icrc_with(packet, update).map(u32::to_le_bytes)
 }
 
 /// Whether `packet` (IP header through the ICRC trailer) carries a valid ICRC.
 pub(crate) fn check(packet: &[u8]) -> bool {
+    check_with(packet, table_update)
+}
+
+/// `check` with the CRC steps done by `update`.
+pub(crate) fn check_with(packet: &[u8], update: Update) -> bool {
     let Some(split) = packet.len().checked_sub(ICRC_LEN) else {
         return false;
     };
     let (body, tail) = packet.split_at(split);
-    trailer(body).is_some_and(|t| t == tail)
+    trailer_with(body, update).is_some_and(|t| t == tail)
 }

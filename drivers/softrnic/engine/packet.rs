@@ -69,7 +69,7 @@ impl Outbox {
         let finished = skb.finish(ndev, route, |pkt| {
             let n = pkt.len() - ICRC_LEN;
             let (body, trailer) = pkt.split_at_mut(n);
-            if let Some(t) = icrc::trailer(body) {
+            if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
                 trailer.copy_from_slice(&t);
             }
         });

@@ -56,7 +56,7 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         c.bump(Counter::RxMalformed);
         return;
     }
-    if !icrc::check(data) {
+    if !icrc::check_with(data, crate::glue::net::crc32_le) {
         c.bump(Counter::RxBadIcrc);
         return;
     }

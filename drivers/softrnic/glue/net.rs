@@ -179,6 +179,13 @@ extern "C" fn softrnic_roce_drop(ib: *mut b::ib_device) {
     dev.counters().bump(crate::engine::Counter::RxDropped);
 }
 
+/// One step of the ICRC's CRC-32 by the kernel's optimised `crc32_le`
+/// (the same recurrence as `icrc::table_update`).
+pub(crate) fn crc32_le(crc: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: reads `bytes.len()` bytes of a live slice.
+    unsafe { b::softrnic_crc32_le(crc, bytes.as_ptr(), bytes.len()) }
+}
+
 /// A page mapped for a short copy; unmapped when dropped (mappings nest
 /// LIFO, so keep these in local scopes).
 pub(crate) struct PageMap(NonNull<u8>);

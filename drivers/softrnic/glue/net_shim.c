@@ -15,6 +15,7 @@
 #include <net/addrconf.h>
 #include <linux/highmem.h>
 #include <linux/igmp.h>
+#include <linux/crc32.h>
 #include <net/ipv6.h>
 
 #define SOFTRNIC_ROCE_PORT 4791
@@ -425,6 +426,12 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 #endif
 	}
 	return net_xmit_eval(err);
+}
+
+/* The kernel's CRC-32 (arch-optimised): one step of the ICRC. */
+u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len)
+{
+	return crc32_le(crc, p, len);
 }
 
 /* ---- memory ---- */

@@ -148,6 +148,7 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err);
 int softrnic_skb_xmit(struct sk_buff *skb);
 
+u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);
 void *softrnic_kmap(struct page *page);
 void softrnic_kunmap(void *addr);
 size_t softrnic_umem_page_count(struct ib_umem *umem);

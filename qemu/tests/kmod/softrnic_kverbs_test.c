@@ -4,8 +4,9 @@
  * side of softrnic's verbs objects on the RoCE device named by `dev`, the
  * way a kernel ULP (nvme-rdma, iser, rds) uses them: PD with its local DMA
  * lkey, CQ with a completion handler, RC QP walked to RTS, fast-registration
- * MR (alloc_mr + map_mr_sg + REG_MR work request), LOCAL_INV, peek/poll,
- * REPORT_MISSED_EVENTS, flush on ERR.  Results go to the kernel log as
+ * MR (alloc_mr + map_mr_sg + REG_MR work request), data through the RoCE
+ * engine (SEND/RECV, RDMA WRITE and READ through the fast-registered rkey),
+ * LOCAL_INV, peek/poll, REPORT_MISSED_EVENTS, flush on ERR.  Results go to the kernel log as
  * "softrnic_kverbs_test: PASS name" / "FAIL name: why".
  *
  * Test code, not part of softrnic: built with it by `scripts/build module`.
@@ -36,12 +37,12 @@ static void kt_comp(struct ib_cq *cq, void *ctx)
 				name, ##__VA_ARGS__);                         \
 	} while (0)
 
-/* Poll one completion (nothing runs asynchronously for local work). */
+/* Poll one completion (up to a few seconds: the engine works in the background). */
 static int kt_poll(struct ib_cq *cq, struct ib_wc *wc)
 {
 	int i;
 
-	for (i = 0; i < 100; i++) {
+	for (i = 0; i < 2000; i++) {
 		int n = ib_poll_cq(cq, 1, wc);
 
 		if (n)
@@ -68,7 +69,7 @@ static int kt_to_rts(struct ib_device *ibdev, struct ib_qp *qp)
 	a.qp_state = IB_QPS_INIT;
 	a.pkey_index = 0;
 	a.port_num = 1;
-	a.qp_access_flags = IB_ACCESS_REMOTE_WRITE;
+	a.qp_access_flags = IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
 	ret = ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
 			   IB_QP_ACCESS_FLAGS);
 	if (ret)
@@ -100,6 +101,83 @@ static int kt_to_rts(struct ib_device *ibdev, struct ib_qp *qp)
 	return ib_modify_qp(qp, &a, IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_RETRY_CNT |
 			    IB_QP_RNR_RETRY | IB_QP_SQ_PSN |
 			    IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Post one send WR and poll its completion (and, for a SEND, the receive's). */
+static int kt_send(struct ib_qp *qp, struct ib_cq *cq, struct ib_send_wr *wr,
+		   struct ib_wc *wc, int n)
+{
+	const struct ib_send_wr *bad;
+	int i, ret = ib_post_send(qp, wr, &bad);
+
+	for (i = 0; !ret && i < n; i++)
+		if (kt_poll(cq, &wc[i]) != 1)
+			ret = -ETIMEDOUT;
+	return ret;
+}
+
+/*
+ * Data through the engine on the self-connected QP: a SEND into a posted
+ * receive, an RDMA WRITE into the fast-registered MR (through its rkey,
+ * crossing pages) and an RDMA READ back; every byte is compared.
+ */
+static void kt_data(struct ib_qp *qp, struct ib_cq *cq, struct ib_pd *pd,
+		    struct ib_mr *mr, u8 *mr_buf)
+{
+	u8 *src = kmalloc(2 * PAGE_SIZE, GFP_KERNEL);
+	const struct ib_recv_wr *rbad;
+	struct ib_rdma_wr rdma = {};
+	struct ib_send_wr send = {};
+	struct ib_recv_wr rwr = {};
+	struct ib_sge sge, rsge;
+	struct ib_wc wc[2];
+	u64 addr;
+	int i, ret;
+
+	if (!src)
+		return;
+	for (i = 0; i < PAGE_SIZE; i++)
+		src[i] = i * 7 + 3;
+	memset(src + PAGE_SIZE, 0, PAGE_SIZE);
+	addr = ib_dma_map_single(qp->device, src, 2 * PAGE_SIZE, DMA_BIDIRECTIONAL);
+
+	rsge = (struct ib_sge){ addr + PAGE_SIZE, 2048, pd->local_dma_lkey };
+	rwr.wr_id = 0xbeef;
+	rwr.sg_list = &rsge;
+	rwr.num_sge = 1;
+	sge = (struct ib_sge){ addr, 1500, pd->local_dma_lkey };
+	send.opcode = IB_WR_SEND;
+	send.send_flags = IB_SEND_SIGNALED;
+	send.sg_list = &sge;
+	send.num_sge = 1;
+	ret = ib_post_recv(qp, &rwr, &rbad) ?: kt_send(qp, cq, &send, wc, 2);
+	KT_CHECK(!ret && wc[0].status == IB_WC_SUCCESS && wc[1].status == IB_WC_SUCCESS &&
+		 (wc[0].opcode == IB_WC_RECV ? wc[0].byte_len : wc[1].byte_len) == 1500 &&
+		 !memcmp(src, src + PAGE_SIZE, 1500), "send_recv_data",
+		 "ret %d status %d/%d", ret, wc[0].status, wc[1].status);
+
+	sge.length = 3000;
+	rdma.wr.opcode = IB_WR_RDMA_WRITE;
+	rdma.wr.send_flags = IB_SEND_SIGNALED;
+	rdma.wr.sg_list = &sge;
+	rdma.wr.num_sge = 1;
+	rdma.remote_addr = mr->iova + 100;
+	rdma.rkey = mr->rkey;
+	ret = kt_send(qp, cq, &rdma.wr, wc, 1);
+	KT_CHECK(!ret && wc[0].status == IB_WC_SUCCESS && wc[0].opcode == IB_WC_RDMA_WRITE &&
+		 !memcmp(mr_buf + 100, src, 3000), "rdma_write_via_fast_reg_rkey",
+		 "ret %d status %d", ret, wc[0].status);
+
+	sge = (struct ib_sge){ addr + PAGE_SIZE, 3000, pd->local_dma_lkey };
+	memset(src + PAGE_SIZE, 0, PAGE_SIZE);
+	rdma.wr.opcode = IB_WR_RDMA_READ;
+	ret = kt_send(qp, cq, &rdma.wr, wc, 1);
+	KT_CHECK(!ret && wc[0].status == IB_WC_SUCCESS && wc[0].opcode == IB_WC_RDMA_READ &&
+		 !memcmp(src + PAGE_SIZE, mr_buf + 100, 3000), "rdma_read_via_fast_reg_rkey",
+		 "ret %d status %d", ret, wc[0].status);
+
+	ib_dma_unmap_single(qp->device, addr, 2 * PAGE_SIZE, DMA_BIDIRECTIONAL);
+	kfree(src);
 }
 
 static void kt_run(struct ib_device *ibdev)
@@ -168,13 +246,15 @@ static void kt_run(struct ib_device *ibdev)
 	reg.wr.wr_id = 0x5eed;
 	reg.mr = mr;
 	reg.key = mr->rkey;
-	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
 	ret = ib_post_send(qp, &reg.wr, &bad);
 	n = ret ? 0 : kt_poll(cq, &wc);
 	KT_CHECK(n == 1 && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_REG_MR &&
 		 wc.wr_id == 0x5eed && wc.qp == qp && mr->rkey != old_key,
 		 "reg_mr_work_request", "post %d polled %d status %d opcode %d", ret, n,
 		 wc.status, wc.opcode);
+
+	kt_data(qp, cq, pd, mr, buf);
 
 	/* Invalidate the registration... */
 	inv.opcode = IB_WR_LOCAL_INV;

@@ -116,3 +116,30 @@ fn malformed_input_is_rejected_not_panicked_on() {
         let _ = check(&p[..n]);
     }
 }
+
+/// A bit-at-a-time CRC-32 step: another implementation of the recurrence
+/// the kernel's `crc32_le` computes, standing in for it.
+fn bitwise_update(crc: u32, bytes: &[u8]) -> u32 {
+    let mut c = crc;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ 0xEDB8_8320 } else { c >> 1 };
+        }
+    }
+    c
+}
+
+#[test]
+fn any_crc32_le_step_gives_the_same_icrc() {
+    for (i, hex) in RXE_PACKETS.iter().enumerate() {
+        let p = bytes(hex);
+        assert!(crate::icrc::check_with(&p, bitwise_update), "packet {i}");
+        let n = p.len() - ICRC_LEN;
+        assert_eq!(
+            crate::icrc::trailer_with(&p[..n], bitwise_update),
+            trailer(&p[..n]),
+            "packet {i}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 //! writes into the ring later.  RC keeps WQEs until the completer retires
 //! them; UC and UD complete a WQE once its last packet is sent.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use super::mem::{self, Data};
@@ -76,8 +77,8 @@ pub(crate) fn msg_op(opcode: u32) -> Option<MsgOp> {
 }
 
 pub(crate) struct Requester {
-    /// One per send-queue slot.
-    pub(crate) track: KVec<Track>,
+    /// One per send-queue slot (kvmalloc: a deep queue needs megabytes).
+    pub(crate) track: KVVec<Track>,
     /// The WQE being sent and the packet of it that goes next.
     pub(crate) next_wqe: u32,
     pub(crate) wqe_pkt: u32,
@@ -99,7 +100,7 @@ pub(crate) struct Requester {
 
 impl Requester {
     pub(crate) fn new(slots: u32) -> Result<Requester> {
-        let mut track = KVec::with_capacity(slots as usize, GFP_KERNEL)?;
+        let mut track = KVVec::with_capacity(slots as usize, GFP_KERNEL)?;
         for _ in 0..slots {
             track.push(Track::default(), GFP_KERNEL)?;
         }

@@ -6,6 +6,7 @@
 
 use core::ptr::NonNull;
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use super::bindings as b;
@@ -212,10 +213,11 @@ impl Drop for PageMap {
 
 /// The pinned pages of a user MR, as `struct page *` values, and the
 /// offset of the region's start in the first page.
-pub(crate) fn umem_pages(umem: &super::umem::Umem) -> Result<(KVec<usize>, u32)> {
+pub(crate) fn umem_pages(umem: &super::umem::Umem) -> Result<(KVVec<usize>, u32)> {
     // SAFETY: a live umem.
     let n = unsafe { b::softrnic_umem_page_count(umem.as_ptr()) };
-    let mut pages = KVec::<usize>::with_capacity(n, GFP_KERNEL)?;
+    // kvmalloc: a large region has megabytes of page pointers.
+    let mut pages = KVVec::<usize>::with_capacity(n, GFP_KERNEL)?;
     let mut offset = 0u32;
     // SAFETY: the vector has room for `n` pointers; the shim writes at most
     // `n` and returns how many.

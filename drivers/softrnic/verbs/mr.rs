@@ -63,7 +63,7 @@ pub(crate) enum MrKind {
 pub(crate) struct UserMem {
     _umem: Umem,
     /// `struct page *` of every page.
-    pub(crate) pages: KVec<usize>,
+    pub(crate) pages: kernel::alloc::KVVec<usize>,
     /// Where the region starts in the first page.
     pub(crate) offset: u32,
 }

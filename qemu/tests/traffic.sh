@@ -16,11 +16,11 @@
 . /src/qemu/tests/lib.sh
 
 PAIRS="rxe:rxe sr:sr sr:rxe rxe:sr"
-TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rping ucmatose udaddy rdma_server mckey
-       write_bw read_bw send_bw atomic_bw send_lat capture"
+TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_pingpong_ipv6 rping
+       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw send_lat capture"
 
-NS_A=ta VETH_A=ta0 IP_A=10.77.0.1
-NS_B=tb VETH_B=tb0 IP_B=10.77.0.2
+NS_A=ta VETH_A=ta0 IP_A=10.77.0.1 IP6_A=fd77::1
+NS_B=tb VETH_B=tb0 IP_B=10.77.0.2 IP6_B=fd77::2
 MCAST=239.77.0.1
 T_NORMAL=20     # seconds for every program end (rxe needs about 1 s)
 T_QUICK=5       # ... once rc_pingpong has failed on a pair (keeps a broken pair short)
@@ -145,6 +145,16 @@ t_rc_pingpong() { pingpong rc 18601 -s 4096 -n 100; }
 t_uc_pingpong() { pingpong uc 18602 -s 4096 -n 100; }
 t_ud_pingpong() { pingpong ud 18603 -s $((MTU - 40)) -n 100; }
 t_srq_pingpong() { pingpong srq 18604 -s 4096 -n 100; }
+
+# RoCEv2 over IPv6: the same pingpongs on the GIDs of the veths' IPv6
+# addresses (the out-of-band exchange stays on IPv4).
+ipv6_gids() {
+    wait_for '[ -n "$(gid6_index $DEV_A $IP6_A)" ] && [ -n "$(gid6_index $DEV_B $IP6_B)" ]' 100 ||
+        fail "no RoCE v2 GID for $IP6_A or $IP6_B"
+    GID_A=$(gid6_index $DEV_A $IP6_A) GID_B=$(gid6_index $DEV_B $IP6_B)
+}
+t_rc_pingpong_ipv6() { ipv6_gids; pingpong rc 18606 -s 4096 -n 50; }
+t_ud_pingpong_ipv6() { ipv6_gids; pingpong ud 18607 -s $((MTU - 40)) -n 50; }
 
 t_rping() {
     server rping -s -a $IP_A -p 7201 -C 10 -S 1024 -V
@@ -278,14 +288,19 @@ gid_index() {
         sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:$(echo "$2" | sed 's/\./\\./g'), RoCE v2\$/\1/p" |
         head -n 1
 }
+# gid6_index DEV IP6: the same for an IPv6 address.
+gid6_index() {
+    ibv_devinfo -v -d "$1" | sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*$2, RoCE v2\$/\1/p" | head -n 1
+}
 active_mtu() { ibv_devinfo -d "$1" | sed -n 's/^[[:space:]]*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p'; }
 
 setup_pair() { # TYPE_A TYPE_B
     ip netns add $NS_A && ip netns add $NS_B || return 1
     ip link add $VETH_A netns $NS_A type veth peer name $VETH_B netns $NS_B || return 1
-    for s in "$NS_A $VETH_A $IP_A" "$NS_B $VETH_B $IP_B"; do
+    for s in "$NS_A $VETH_A $IP_A $IP6_A" "$NS_B $VETH_B $IP_B $IP6_B"; do
         set -- $s
-        ip -n $1 link set lo up && ip -n $1 addr add $3/24 dev $2 && ip -n $1 link set $2 up &&
+        ip -n $1 link set lo up && ip -n $1 addr add $3/24 dev $2 &&
+            ip -n $1 addr add $4/64 dev $2 nodad && ip -n $1 link set $2 up &&
             ip -n $1 route add 224.0.0.0/4 dev $2 || return 1
     done
     make_dev $TYPE_A $NS_A $VETH_A $DEV_A || return 1

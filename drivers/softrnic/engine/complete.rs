@@ -37,6 +37,19 @@ impl Qp {
             || s.eng.req.rd_inflight > 0
     }
 
+    /// In SQD: raise SQ_DRAINED once every message begun before it is
+    /// done (completed or failed).
+    pub(crate) fn check_drained(&self, s: &mut QpInner, after: &mut After) {
+        let r = &s.eng.req;
+        if s.state != QpState::Sqd || r.drained {
+            return;
+        }
+        if r.drain_point.wrapping_sub(s.sq_cons) as i32 <= 0 {
+            s.eng.req.drained = true;
+            after.sq_drained = s.attrs.sqd_notify;
+        }
+    }
+
     /// Rewind the requester to resend from `p`.
     fn go_back(&self, s: &mut QpInner, p: Psn) {
         let mut i = s.sq_cons;
@@ -315,7 +328,7 @@ impl Qp {
         let mut after = After::default();
         {
             let mut s = self.inner.lock();
-            if s.eng.dying || s.state != QpState::Rts {
+            if s.eng.dying || !matches!(s.state, QpState::Rts | QpState::Sqd) {
                 s.eng.req.timer_on = false;
                 return;
             }

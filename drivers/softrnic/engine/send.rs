@@ -96,6 +96,10 @@ pub(crate) struct Requester {
     pub(crate) rnr_wait: bool,
     /// The retransmission timer is running.
     pub(crate) timer_on: bool,
+    /// In SQD: the WQE the drain stops before (those before it had begun),
+    /// and whether SQ_DRAINED was raised.
+    pub(crate) drain_point: u32,
+    pub(crate) drained: bool,
 }
 
 impl Requester {
@@ -116,6 +120,8 @@ impl Requester {
             rnr_left: 0,
             rnr_wait: false,
             timer_on: false,
+            drain_point: 0,
+            drained: false,
         })
     }
 
@@ -267,14 +273,20 @@ impl Qp {
         out: &mut Outbox,
         after: &mut After,
     ) {
-        if s.state != QpState::Rts || self.iwarp {
+        // SQD: only the messages begun before it go on (IBTA 10.3.1.5).
+        let sending = |s: &QpInner| {
+            s.state == QpState::Rts
+                || (s.state == QpState::Sqd
+                    && (s.eng.req.next_wqe.wrapping_sub(s.eng.req.drain_point) as i32) < 0)
+        };
+        if !sending(s) || self.iwarp {
             return;
         }
         let mtu = self.mtu(s, ndev);
         let svc = self.service();
         let max_rd = core::cmp::max(u32::from(s.attrs.max_rd_atomic), 1);
         loop {
-            if s.state != QpState::Rts || s.eng.req.rnr_wait {
+            if !sending(s) || s.eng.req.rnr_wait {
                 break;
             }
             let prod = s.sq.producer();
@@ -393,6 +405,7 @@ impl Qp {
                 self.retire_head(s, &t2, abi::WC_SUCCESS, after);
             }
         }
+        self.check_drained(s, after);
     }
 
     /// Start the retransmission timer if it is not running.

@@ -178,7 +178,7 @@ pub(crate) fn new_inner(inner: QpInner) -> impl PinInit<SpinLockIrq<QpInner>> {
 #[derive(Default)]
 pub(crate) struct After {
     pub(crate) fatal: bool,
-    sq_drained: bool,
+    pub(crate) sq_drained: bool,
     last_wqe: bool,
     /// A QP error event for the remote end's request (access, invalid).
     pub(crate) event: Option<Event>,
@@ -347,8 +347,18 @@ impl Qp {
                 }
                 self.reset_queues(s)
             }
-            // The engine has nothing in flight yet when the SQ drains here.
-            QpState::Sqd if cur == QpState::Rts => after.sq_drained = s.attrs.sqd_notify,
+            // The messages already begun finish; SQ_DRAINED once they have
+            // (`Qp::check_drained`).
+            QpState::Sqd if cur == QpState::Rts => {
+                let r = &mut s.eng.req;
+                r.drain_point = if r.wqe_pkt > 0 {
+                    r.next_wqe.wrapping_add(1)
+                } else {
+                    r.next_wqe
+                };
+                r.drained = false;
+                self.check_drained(s, after);
+            }
             _ => {}
         }
     }

@@ -149,7 +149,7 @@ impl Qp {
         let p = pkt.hdr.bth.psn;
         // Only PSNs sent and not yet acknowledged (or the one just before,
         // a duplicate ACK) mean anything.
-        if psn::diff(p, s.eng.req.una) < 0 || psn::diff(p, s.eng.req.next_psn) >= 0 {
+        if psn::diff(p, s.eng.req.una) < 0 || psn::diff(p, Self::send_point(s)) >= 0 {
             dev.counters().bump(Counter::RxDuplicate);
             return false;
         }

@@ -167,6 +167,12 @@ impl MrState {
             MrKind::Dma => Some(word(iova as usize as *mut u8)),
             MrKind::User(um) => {
                 let pos = start + u64::from(um.offset);
+                // The iova may be aligned while the memory is not (a region
+                // registered with a virt of another alignment): an atomic
+                // must never straddle into the next page.
+                if pos % 8 != 0 {
+                    return None;
+                }
                 let ps = crate::glue::page_size();
                 let pg = *um.pages.get((pos / ps) as usize)?;
                 // SAFETY: a pinned page of the MR, as in `copy`.
@@ -186,7 +192,11 @@ impl MrState {
                 }
                 let pos = start + offset;
                 let addr = *pages.get((pos / ps) as usize)?;
-                Some(word((addr as usize + (pos % ps) as usize) as *mut u8))
+                let at = addr as usize + (pos % ps) as usize;
+                if at % 8 != 0 {
+                    return None;
+                }
+                Some(word(at as *mut u8))
             }
         }
     }
@@ -348,9 +358,14 @@ pub(crate) fn with_remote<R>(
     if !inside(addr, len, bnd.addr, bnd.length) {
         return None;
     }
+    // The MR must still be the one bound (same key, same PD): its table
+    // index may have been reused by another MR since.
     let mr = v.mrs.get(bnd.mr_index)?;
+    if mr.pd() != mw.pd() {
+        return None;
+    }
     let m = mr.inner.lock();
-    if !m.valid || !inside(addr, len, m.iova, m.length) {
+    if !m.valid || m.key != bnd.mr_key || !inside(addr, len, m.iova, m.length) {
         return None;
     }
     Some(f(&m, addr))

@@ -166,7 +166,7 @@ impl Qp {
             }
             let full = out.is_full();
             self.after(after);
-            out.send(&dev);
+            out.send(&dev, &ndev);
             let mut s = self.inner.lock();
             if !(full || s.eng.again) || s.eng.dying {
                 s.eng.pumping = false;

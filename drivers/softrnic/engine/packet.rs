@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Packet assembly: a RoCEv2 packet is built in an sk_buff (transport
-//! headers, payload copied straight from memory, pad), routed, given its UDP
-//! and IP headers and then its ICRC, and queued in an `Outbox` that is sent
-//! once the QP lock is dropped.
+//! Packet assembly: a RoCEv2 packet is built in an sk_buff under the QP lock
+//! (transport headers, payload copied straight from memory, pad) and queued
+//! in an `Outbox`; once the lock is dropped each is routed, given its UDP and
+//! IP headers and then its ICRC, and sent.  Route lookups may enable bottom
+//! halves, which must not happen with the QP lock (IRQs off) held.
 
 use crate::glue::net::{IpRoute, Skb};
 use crate::glue::{IbDevice, NetDevice};
@@ -16,7 +17,7 @@ pub(crate) const BATCH: usize = 16;
 
 /// Packets waiting to be sent.
 pub(crate) struct Outbox {
-    pkts: [Option<Skb>; BATCH],
+    pkts: [Option<(Skb, IpRoute)>; BATCH],
     n: usize,
 }
 
@@ -51,7 +52,7 @@ impl Outbox {
         let pad = roce_wire::pad_count(payload_len);
         let hlen = hdr.wire_len();
         let total = hlen + payload_len + usize::from(pad) + ICRC_LEN;
-        let Some((mut skb, buf)) = Skb::alloc(ndev, total, route.ipv4) else {
+        let Some((skb, buf)) = Skb::alloc(ndev, total, route.ipv4) else {
             dev.counters().bump(Counter::TxErrors);
             return Err(Built::NoMemory);
         };
@@ -66,31 +67,30 @@ impl Outbox {
             return Err(Built::BadMemory);
         }
         tail.fill(0);
-        let finished = skb.finish(ndev, route, |pkt| {
-            let n = pkt.len() - ICRC_LEN;
-            let (body, trailer) = pkt.split_at_mut(n);
-            if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
-                trailer.copy_from_slice(&t);
-            }
-        });
-        if finished.is_err() {
-            dev.counters().bump(Counter::TxErrors);
-            return Err(Built::NoRoute);
-        }
-        self.pkts[self.n] = Some(skb);
+        self.pkts[self.n] = Some((skb, *route));
         self.n += 1;
         Ok(())
     }
 
-    /// Send everything, in order.
-    pub(crate) fn send(mut self, dev: &IbDevice) {
+    /// Route, finish and send everything, in order (no lock held).
+    pub(crate) fn send(mut self, dev: &IbDevice, ndev: &NetDevice) {
         let c = dev.counters();
         for p in self.pkts.iter_mut().take(self.n) {
-            if let Some(skb) = p.take() {
-                match skb.xmit() {
-                    Ok(()) => c.bump(Counter::TxPackets),
-                    Err(_) => c.bump(Counter::TxErrors),
+            let Some((mut skb, route)) = p.take() else {
+                continue;
+            };
+            let finished = skb.finish(ndev, &route, |pkt| {
+                let n = pkt.len() - ICRC_LEN;
+                let (body, trailer) = pkt.split_at_mut(n);
+                if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
+                    trailer.copy_from_slice(&t);
                 }
+            });
+            // No route: as if lost on the wire (RC retransmits).
+            let sent = finished.and_then(|()| skb.xmit());
+            match sent {
+                Ok(()) => c.bump(Counter::TxPackets),
+                Err(_) => c.bump(Counter::TxErrors),
             }
         }
     }

@@ -57,6 +57,8 @@ pub(crate) struct RxMeta<'a> {
     pub(crate) ip_header: &'a [u8],
     pub(crate) ipv4: bool,
     pub(crate) smac: [u8; 6],
+    /// The source address, as a GID.
+    pub(crate) src: [u8; 16],
 }
 
 /// A receive in progress (a multi-packet SEND).
@@ -164,6 +166,11 @@ impl Responder {
         }
     }
 
+    /// One more message done: the MSN is a 24-bit counter.
+    fn next_msn(&mut self) {
+        self.msn = self.msn.wrapping_add(1) & 0xff_ffff;
+    }
+
     fn ack(&mut self, psn: Psn) {
         self.push(Response::Ack {
             psn: psn.get(),
@@ -178,6 +185,12 @@ impl Responder {
             psn: psn.get(),
             syndrome: Syndrome::Nak(code),
         });
+    }
+
+    /// The wr_id of a receive WQE a multi-packet SEND had begun to fill
+    /// (the QP is going to ERR: it completes as flushed).
+    pub(crate) fn take_partial_recv(&mut self) -> Option<u64> {
+        self.recv.take().map(|r| r.wqe.wr_id)
     }
 
     pub(crate) fn has_responses(&self) -> bool {
@@ -343,13 +356,6 @@ impl Qp {
         t
     }
 
-    fn has_recv(&self, s: &QpInner) -> bool {
-        match self.srq_ref() {
-            Some(srq) => srq.inner.lock().has_wqe(),
-            None => s.rq.as_ref().is_some_and(|rq| rq.producer() != s.rq_cons),
-        }
-    }
-
     fn recv_cqe(&self, wr_id: u64, opcode: u8, status: u8, byte_len: u32) -> Cqe {
         let mut c = self.send_cqe(wr_id, abi::WR_SEND, status);
         c.opcode = opcode;
@@ -425,7 +431,7 @@ impl Qp {
                 cqe.wc_flags |= abi::WC_WITH_INV;
                 cqe.ex = ieth.rkey;
             }
-            s.eng.resp.msn = s.eng.resp.msn.wrapping_add(1);
+            s.eng.resp.next_msn();
             self.complete_recv(&cqe, pkt.hdr.bth.solicited, after);
         }
         Ok(1)
@@ -474,11 +480,13 @@ impl Qp {
         if len > left || (place.ends() && len != left) {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
-        // A WRITE with immediate consumes a receive WQE: none is an RNR
-        // NAK before anything is written.
-        if op == MsgOp::WriteImm && place.ends() && !self.has_recv(s) {
-            return Err(Fail::Rnr);
-        }
+        // A WRITE with immediate consumes a receive WQE: take it before
+        // anything is written (none: an RNR NAK, nothing changed).
+        let wqe = if op == MsgOp::WriteImm && place.ends() {
+            Some(self.take_recv(s, after).ok_or(Fail::Rnr)?)
+        } else {
+            None
+        };
         if len != 0 {
             let ok = mem::with_remote(
                 dev.verbs(),
@@ -490,16 +498,18 @@ impl Qp {
                 |m, iova| m.copy(iova, Data::Store(pkt.payload)),
             );
             if ok != Some(true) {
+                if let Some(w) = wqe {
+                    let st = abi::WC_WR_FLUSH_ERR;
+                    let cqe = self.recv_cqe(w.wr_id, abi::WC_RECV_RDMA_WITH_IMM, st, 0);
+                    self.complete_recv(&cqe, false, after);
+                }
                 return Err(Fail::Nak(NakCode::RemoteAccessError));
             }
         }
         s.eng.resp.write = (rkey, va.wrapping_add(u64::from(len)), left - len);
         if place.ends() {
-            s.eng.resp.msn = s.eng.resp.msn.wrapping_add(1);
-            if op == MsgOp::WriteImm {
-                let Some(wqe) = self.take_recv(s, after) else {
-                    return Err(Fail::Rnr);
-                };
+            s.eng.resp.next_msn();
+            if let Some(wqe) = wqe {
                 let mut cqe =
                     self.recv_cqe(wqe.wr_id, abi::WC_RECV_RDMA_WITH_IMM, abi::WC_SUCCESS, 0);
                 if let Some(imm) = pkt.hdr.imm_dt {
@@ -559,7 +569,7 @@ impl Qp {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         s.eng.resp.rd_pending += 1;
-        s.eng.resp.msn = s.eng.resp.msn.wrapping_add(1);
+        s.eng.resp.next_msn();
         Ok(npkts)
     }
 
@@ -577,6 +587,9 @@ impl Qp {
             return Err(Fail::Nak(NakCode::RemoteAccessError));
         }
         if a.va % 8 != 0 {
+            return Err(Fail::Nak(NakCode::InvalidRequest));
+        }
+        if s.eng.resp.rd_pending >= core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1) {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         let orig = mem::with_remote(
@@ -603,7 +616,7 @@ impl Qp {
         resp.rd_pending += 1;
         resp.atomics[resp.atomic_next] = (psn, orig, true);
         resp.atomic_next = (resp.atomic_next + 1) % ATOMIC_HISTORY;
-        resp.msn = resp.msn.wrapping_add(1);
+        resp.next_msn();
         Ok(1)
     }
 
@@ -615,6 +628,13 @@ impl Qp {
                 // Reads are idempotent: re-read what is asked (the request
                 // may restart inside the original range).
                 let Some(reth) = pkt.hdr.reth else { return };
+                let max = core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1);
+                if s.attrs.access & REMOTE_READ == 0
+                    || reth.dma_len > crate::limits::MAX_MSG_SIZE
+                    || s.eng.resp.rd_pending >= max
+                {
+                    return;
+                }
                 let ok = reth.dma_len == 0
                     || mem::with_remote(
                         dev.verbs(),
@@ -626,15 +646,17 @@ impl Qp {
                         |_, _| (),
                     )
                     .is_some();
-                if ok {
-                    s.eng.resp.push(Response::Read {
+                if ok
+                    && s.eng.resp.push(Response::Read {
                         psn: psn.get(),
                         va: reth.va,
                         rkey: reth.rkey,
                         len: reth.dma_len,
                         npkts: rules::packets(reth.dma_len, mtu),
                         sent: 0,
-                    });
+                    })
+                {
+                    s.eng.resp.rd_pending += 1;
                 }
             }
             MsgOp::CmpSwap | MsgOp::FetchAdd => {
@@ -648,7 +670,9 @@ impl Qp {
                     .find(|a| a.2 && a.0 == psn.get())
                     .copied();
                 if let Some((p, orig, _)) = found {
-                    s.eng.resp.push(Response::Atomic { psn: p, orig });
+                    if s.eng.resp.push(Response::Atomic { psn: p, orig }) {
+                        s.eng.resp.rd_pending += 1;
+                    }
                 }
             }
             _ => {

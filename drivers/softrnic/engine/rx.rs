@@ -27,7 +27,8 @@ fn ip_header_len(data: &[u8]) -> Option<(usize, bool)> {
             let ihl = usize::from(first & 0x0f) * 4;
             (ihl >= 20 && data.len() >= ihl).then_some((ihl, true))
         }
-        6 => (data.len() >= 40).then_some((40, false)),
+        // UDP right after the IPv6 header (no extension headers).
+        6 => (data.len() >= 40 && data[6] == 17).then_some((40, false)),
         _ => None,
     }
 }
@@ -72,6 +73,7 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         ip_header: &data[..ip_len],
         ipv4,
         smac: skb.smac(),
+        src: src_gid(&data[..ip_len], ipv4),
     };
     let dest = pkt.hdr.bth.dest_qp;
     if dest == MULTICAST_QPN && pkt.hdr.bth.opcode.transport() == Transport::Ud {
@@ -92,14 +94,24 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
 
 /// The destination address of the IP header as a GID (IPv4-mapped).
 fn dest_gid(ip: &[u8], ipv4: bool) -> [u8; 16] {
+    ip_gid(ip, ipv4, 16, 24)
+}
+
+/// The source address of the IP header as a GID.
+fn src_gid(ip: &[u8], ipv4: bool) -> [u8; 16] {
+    ip_gid(ip, ipv4, 12, 8)
+}
+
+/// The IPv4 address at `v4` or the IPv6 address at `v6` as a GID.
+fn ip_gid(ip: &[u8], ipv4: bool, v4: usize, v6: usize) -> [u8; 16] {
     let mut gid = [0u8; 16];
     if ipv4 {
         gid[10] = 0xff;
         gid[11] = 0xff;
-        if let Some(a) = ip.get(16..20) {
+        if let Some(a) = ip.get(v4..v4 + 4) {
             gid[12..].copy_from_slice(a);
         }
-    } else if let Some(a) = ip.get(24..40) {
+    } else if let Some(a) = ip.get(v6..v6 + 16) {
         gid.copy_from_slice(a);
     }
     gid
@@ -124,6 +136,11 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
     let mut after = After::default();
     {
         let mut s = qp.inner.lock();
+        // A connected QP takes packets from its peer's address only.
+        if svc != Service::Ud && s.attrs.av.map(|av| av.dgid) != Some(meta.src) {
+            c.bump(Counter::RxBadState);
+            return;
+        }
         let mtu = qp.mtu(&s, ndev);
         if rules::request_kind(pkt.hdr.bth.opcode).is_some() {
             qp.on_request(&mut s, dev, pkt, meta, mtu, &mut after);

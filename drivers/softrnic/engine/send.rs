@@ -367,12 +367,15 @@ impl Qp {
                 Ok(()) => {}
                 Err(Built::Full) => break,
                 Err(Built::NoMemory | Built::NoRoute) => {
-                    // As if lost: RC retransmits on its timer; UC and UD
-                    // lose the message (their WQE still completes).
+                    // No memory for the packet: RC retransmits on its timer;
+                    // UC and UD try again from the work item.  Either way
+                    // this batch ends here.
                     if svc == Service::Rc {
                         self.ensure_timer(s);
-                        break;
+                    } else {
+                        self.queue_work(&s.eng);
                     }
+                    break;
                 }
                 Err(Built::BadMemory) => {
                     // The memory went away after the WQE was checked: fail

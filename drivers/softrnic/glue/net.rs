@@ -127,7 +127,8 @@ impl Skb {
         Ok(())
     }
 
-    /// Hand it to the IP layer (consumed whatever happens).
+    /// Hand it to the IP layer (consumed whatever happens; dropped here if
+    /// `finish` failed).
     pub(crate) fn xmit(self) -> Result {
         let p = self.0.as_ptr();
         core::mem::forget(self);

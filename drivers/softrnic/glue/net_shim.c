@@ -235,14 +235,18 @@ int softrnic_mcast_join(struct net_device *ndev, const u8 gid[16], bool join)
 		struct ip_mreqn mreq = { .imr_ifindex = ndev->ifindex };
 
 		memcpy(&mreq.imr_multiaddr.s_addr, gid + 12, 4);
+		lock_sock(sn->sk4->sk);
 		err = join ? ip_mc_join_group(sn->sk4->sk, &mreq) :
 			     ip_mc_leave_group(sn->sk4->sk, &mreq);
+		release_sock(sn->sk4->sk);
 	} else {
 #if IS_ENABLED(CONFIG_IPV6)
 		const struct in6_addr *a = (const struct in6_addr *)gid;
 
+		lock_sock(sn->sk6->sk);
 		err = join ? ipv6_sock_mc_join(sn->sk6->sk, ndev->ifindex, a) :
 			     ipv6_sock_mc_drop(sn->sk6->sk, ndev->ifindex, a);
+		release_sock(sn->sk6->sk);
 #else
 		err = -EAFNOSUPPORT;
 #endif

@@ -916,7 +916,10 @@ pub(super) unsafe extern "C" fn destroy_qp(
         (*p).engine_stop();
         // Kernel consumers may destroy a QP still attached to groups.
         let qpn = (*p).ib.qp_num;
-        while let Some(g) = d.verbs().mcast.lock().any_group_of(qpn) {
+        loop {
+            // (The lock guard must end before mcast_leave takes it again.)
+            let group = d.verbs().mcast.lock().any_group_of(qpn);
+            let Some(g) = group else { break };
             if mcast_leave(&d, &g, qpn).is_err() {
                 break;
             }

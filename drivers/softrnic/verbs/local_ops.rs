@@ -104,6 +104,7 @@ fn bind_mw(v: &DeviceVerbs, qp: &OnQp, w: &SendWqe) -> Result<(), u8> {
     }
     ms.binding = Some(MwBinding {
         mr_index,
+        mr_key: m.key,
         addr: w.bind_addr,
         length: w.bind_length,
         access: w.bind_access,

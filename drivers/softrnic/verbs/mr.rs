@@ -168,6 +168,8 @@ pub(crate) fn new_mr_inner(state: MrState) -> impl PinInit<SpinLockIrq<MrState>>
 #[derive(Clone, Copy, Default)]
 pub(crate) struct MwBinding {
     pub(crate) mr_index: u32,
+    /// The key the MR had when bound (an index may be reused).
+    pub(crate) mr_key: u32,
     pub(crate) addr: u64,
     pub(crate) length: u64,
     pub(crate) access: u32,

@@ -329,6 +329,12 @@ impl Qp {
                     rq.set_kernel_flags(abi::QUEUE_QP_ERROR);
                 }
                 core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+                if let Some(wr_id) = s.eng.resp.take_partial_recv() {
+                    let (_, o) = self
+                        .recv_cq()
+                        .push(&self.flush_cqe(wr_id, abi::WC_RECV), false);
+                    after.recv_cq.merge(o);
+                }
                 self.flush(s, after);
                 after.last_wqe = self.srq.is_some();
             }

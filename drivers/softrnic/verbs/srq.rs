@@ -150,11 +150,6 @@ impl Taken {
 }
 
 impl SrqState {
-    /// Whether a receive WQE is waiting.
-    pub(crate) fn has_wqe(&self) -> bool {
-        self.outstanding() != 0
-    }
-
     /// Take the next receive WQE.  The second value says the SRQ just
     /// drained below its armed limit (the limit disarms: raise
     /// SRQ_LIMIT_REACHED once).  A malformed WQE is skipped.

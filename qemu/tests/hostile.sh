@@ -33,8 +33,8 @@ TARGET=$!
 exec 3> /tmp/target.in
 wait_for 'test -s /tmp/target.state' 150 || { cat /tmp/target.out; echo "FAIL hostile_setup: no target QPs"; exit 1; }
 
-inject() {  # CASE COUNT
-    ip netns exec hb python3 $T/hostile_inject.py 10.88.0.2 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||
+inject() {  # CASE COUNT  (source address: $SRC, default the RC QP's peer)
+    ip netns exec hb python3 $T/hostile_inject.py ${SRC:-10.88.0.2} 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||
         fail "injector failed for $1"
 }
 
@@ -62,6 +62,8 @@ test_rc_opcode_to_ud_qp_is_dropped() { expect rc_to_ud rx_bad_state 5; }
 test_out_of_window_psn_naks_once() { expect rc_ahead seq_nak_sent 1; }
 test_old_psn_is_duplicate() { expect rc_behind rx_duplicate 5; }
 test_stray_ack_is_ignored() { expect rc_stray_ack rx_duplicate 5; }
+# RC packets from an address that is not the QP's peer never reach it.
+test_spoofed_source_is_dropped() { SRC=10.88.0.99 expect rc_ahead rx_bad_state 5; }
 
 test_target_qps_saw_only_valid_packets() {
     echo done >&3
@@ -151,5 +153,6 @@ run_tests test_valid_packets_are_delivered test_truncated_is_malformed test_bad_
     test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
     test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
     test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
-    test_old_psn_is_duplicate test_stray_ack_is_ignored test_target_qps_saw_only_valid_packets \
+    test_old_psn_is_duplicate test_stray_ack_is_ignored test_spoofed_source_is_dropped \
+    test_target_qps_saw_only_valid_packets \
     test_fuzzed_packets test_kill_9_during_traffic test_link_del_during_traffic test_rmmod_during_traffic

@@ -230,6 +230,16 @@ impl Qp {
     /// Stop the work item and timer for good (destroy, process context,
     /// after the QP left the QP table).
     pub(crate) fn engine_stop(&self) {
+        // Send what is queued first: the ACK of the last message, whose
+        // completion the application may already have seen (and then
+        // destroyed the QP), is otherwise lost and the peer retries into
+        // the void.
+        {
+            let s = self.inner.lock();
+            self.queue_work(&s.eng);
+        }
+        // SAFETY: initialised in `engine_init`; process context (destroy).
+        unsafe { deferred::work_flush(self.work_ptr()) };
         self.inner.lock().eng.dying = true;
         // SAFETY: initialised in `engine_init`; nothing re-arms or re-queues
         // them once `dying` is set.

@@ -269,6 +269,15 @@ pub(crate) mod deferred {
         unsafe { b::softrnic_cpu_count() }
     }
 
+    /// Wait until the work, if queued or running, has run to the end.
+    ///
+    /// # Safety
+    /// `w` was initialised by `work_init`; process context.
+    pub(crate) unsafe fn work_flush(w: *mut b::work_struct) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_work_flush(w) }
+    }
+
     /// Wait for the work to finish and unqueue it.
     ///
     /// # Safety

@@ -521,6 +521,11 @@ unsigned int softrnic_cpu_count(void)
 	return num_possible_cpus();
 }
 
+void softrnic_work_flush(struct work_struct *work)
+{
+	flush_work(work);
+}
+
 void softrnic_work_cancel(struct work_struct *work)
 {
 	cancel_work_sync(work);

@@ -131,8 +131,7 @@ impl Qp {
             }
         });
         if !done {
-            let s = self.inner.lock();
-            self.queue_work(&s.eng);
+            self.schedule();
         }
     }
 
@@ -180,7 +179,14 @@ impl Qp {
         }
     }
 
-    /// Have the work item pump (not while the QP is being destroyed).
+    /// Have the work item pump (takes the QP lock).
+    pub(crate) fn schedule(&self) {
+        let s = self.inner.lock();
+        self.queue_work(&s.eng);
+    }
+
+    /// Have the work item pump (not while the QP is being destroyed); the
+    /// caller holds the QP lock.
     pub(crate) fn queue_work(&self, eng: &Engine) {
         if !eng.dying {
             // SAFETY: initialised in `engine_init`; `dying` is set (under the
@@ -234,10 +240,7 @@ impl Qp {
         // completion the application may already have seen (and then
         // destroyed the QP), is otherwise lost and the peer retries into
         // the void.
-        {
-            let s = self.inner.lock();
-            self.queue_work(&s.eng);
-        }
+        self.schedule();
         // SAFETY: initialised in `engine_init`; process context (destroy).
         unsafe { deferred::work_flush(self.work_ptr()) };
         self.inner.lock().eng.dying = true;

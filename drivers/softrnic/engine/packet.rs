@@ -8,9 +8,30 @@
 use crate::glue::net::{IpRoute, Skb};
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
-use crate::roce_wire::{self, Headers, ICRC_LEN};
+use crate::psn::Psn;
+use crate::roce_wire::{self, Bth, Headers, Opcode, ICRC_LEN};
 
 use super::Counter;
+
+/// The P_Key every packet carries (the default partition, full member).
+pub(crate) const PKEY: u16 = 0xffff;
+
+/// A BTH for `opcode` to `dest_qp` at `psn` (flags clear: the caller sets
+/// SE and AckReq where they apply).
+pub(crate) fn bth(opcode: Opcode, dest_qp: u32, psn: Psn) -> Bth {
+    Bth {
+        opcode,
+        solicited: false,
+        mig_req: false,
+        pad_cnt: 0,
+        pkey: PKEY,
+        fecn: false,
+        becn: false,
+        dest_qp,
+        ack_req: false,
+        psn,
+    }
+}
 
 /// Packets built in one go under the QP lock.
 pub(crate) const BATCH: usize = 16;

@@ -9,8 +9,7 @@
 use kernel::prelude::*;
 
 use super::mem::{self, Data, Requestor, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
-use super::packet::{Built, Outbox};
-use super::send::PKEY;
+use super::packet::{bth, Built, Outbox};
 use super::Counter;
 use crate::abi::{self, Cqe};
 use crate::glue::events::Event;
@@ -19,7 +18,7 @@ use crate::glue::{IbDevice, NetDevice};
 use crate::psn::Psn;
 use crate::qp_state::QpState;
 use crate::roce_wire::{
-    Aeth, AtomicAckEth, Bth, Headers, NakCode, Opcode, Packet, Syndrome, CREDITS_INVALID,
+    Aeth, AtomicAckEth, Headers, NakCode, Opcode, Packet, Reth, Syndrome, CREDITS_INVALID,
 };
 use crate::transport_rules::{self as rules, InMessage, MsgOp, Place, PsnCheck, Service};
 use crate::verbs::qp::{After, Qp, QpInner};
@@ -229,12 +228,13 @@ impl Qp {
             return;
         };
         let svc = self.service();
+        let len_ok = rules::payload_len_ok(place, pkt.payload.len() as u32, mtu);
         if svc == Service::Ud {
-            if pkt.payload.len() > mtu as usize {
+            if !len_ok {
                 dev.counters().bump(Counter::RxMalformed);
                 return;
             }
-            self.recv_datagram(s, dev, pkt, meta, op, after);
+            self.recv_datagram(s, dev, pkt, meta, after);
             return;
         }
         let psn = bth.psn;
@@ -276,10 +276,11 @@ impl Qp {
             }
         }
         let r = match op {
+            _ if !len_ok => Err(Fail::Nak(NakCode::InvalidRequest)),
             MsgOp::Send | MsgOp::SendImm | MsgOp::SendInv => {
-                self.recv_send(s, dev, pkt, op, place, mtu, after)
+                self.recv_send(s, dev, pkt, op, place, after)
             }
-            MsgOp::Write | MsgOp::WriteImm => self.recv_write(s, dev, pkt, op, place, mtu, after),
+            MsgOp::Write | MsgOp::WriteImm => self.recv_write(s, dev, pkt, op, place, after),
             MsgOp::Read => self.recv_read(s, dev, pkt, mtu),
             MsgOp::CmpSwap | MsgOp::FetchAdd => self.recv_atomic(s, dev, pkt, op),
         };
@@ -376,13 +377,9 @@ impl Qp {
         pkt: &Packet<'_>,
         op: MsgOp,
         place: Place,
-        mtu: u32,
         after: &mut After,
     ) -> Result<u32, Fail> {
         let len = pkt.payload.len() as u32;
-        if !rules::payload_len_ok(place, len, mtu) {
-            return Err(Fail::Nak(NakCode::InvalidRequest));
-        }
         if place.starts() && s.eng.resp.recv.is_none() {
             let Some(wqe) = self.take_recv(s, after) else {
                 return Err(Fail::Rnr);
@@ -418,10 +415,7 @@ impl Qp {
                 return Err(Fail::Nak(NakCode::InvalidRequest));
             };
             let mut cqe = self.recv_cqe(rc.wqe.wr_id, abi::WC_RECV, abi::WC_SUCCESS, rc.got);
-            if let Some(imm) = pkt.hdr.imm_dt {
-                cqe.wc_flags |= abi::WC_WITH_IMM;
-                cqe.ex = imm.data.to_be();
-            }
+            with_imm(&mut cqe, pkt);
             if let (MsgOp::SendInv, Some(ieth)) = (op, pkt.hdr.ieth) {
                 if !mem::remote_invalidate(dev.verbs(), who, ieth.rkey) {
                     cqe.status = abi::WC_REM_INV_REQ_ERR;
@@ -445,13 +439,9 @@ impl Qp {
         pkt: &Packet<'_>,
         op: MsgOp,
         place: Place,
-        mtu: u32,
         after: &mut After,
     ) -> Result<u32, Fail> {
         let len = pkt.payload.len() as u32;
-        if !rules::payload_len_ok(place, len, mtu) {
-            return Err(Fail::Nak(NakCode::InvalidRequest));
-        }
         let who = self.requestor();
         if place.starts() {
             let Some(reth) = pkt.hdr.reth else {
@@ -512,10 +502,7 @@ impl Qp {
             if let Some(wqe) = wqe {
                 let mut cqe =
                     self.recv_cqe(wqe.wr_id, abi::WC_RECV_RDMA_WITH_IMM, abi::WC_SUCCESS, 0);
-                if let Some(imm) = pkt.hdr.imm_dt {
-                    cqe.wc_flags |= abi::WC_WITH_IMM;
-                    cqe.ex = imm.data.to_be();
-                }
+                with_imm(&mut cqe, pkt);
                 self.complete_recv(&cqe, pkt.hdr.bth.solicited, after);
             }
         }
@@ -532,6 +519,21 @@ impl Qp {
         let Some(reth) = pkt.hdr.reth else {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         };
+        let npkts = self.queue_read(s, dev, &reth, pkt.hdr.bth.psn, mtu)?;
+        s.eng.resp.next_msn();
+        Ok(npkts)
+    }
+
+    /// Check a READ request (new or duplicate) and queue its response;
+    /// the PSNs it takes.
+    fn queue_read(
+        &self,
+        s: &mut QpInner,
+        dev: &IbDevice,
+        reth: &Reth,
+        psn: Psn,
+        mtu: u32,
+    ) -> Result<u32, Fail> {
         if s.attrs.access & REMOTE_READ == 0 {
             return Err(Fail::Nak(NakCode::RemoteAccessError));
         }
@@ -552,13 +554,12 @@ impl Qp {
         {
             return Err(Fail::Nak(NakCode::RemoteAccessError));
         }
-        let max = core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1);
-        if s.eng.resp.rd_pending >= max {
+        if s.eng.resp.rd_pending >= rd_limit(s) {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         let npkts = rules::packets(reth.dma_len, mtu);
         let queued = s.eng.resp.push(Response::Read {
-            psn: pkt.hdr.bth.psn.get(),
+            psn: psn.get(),
             va: reth.va,
             rkey: reth.rkey,
             len: reth.dma_len,
@@ -569,7 +570,6 @@ impl Qp {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         s.eng.resp.rd_pending += 1;
-        s.eng.resp.next_msn();
         Ok(npkts)
     }
 
@@ -589,7 +589,7 @@ impl Qp {
         if a.va % 8 != 0 {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
-        if s.eng.resp.rd_pending >= core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1) {
+        if s.eng.resp.rd_pending >= rd_limit(s) {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         let orig = mem::with_remote(
@@ -626,37 +626,10 @@ impl Qp {
         match op {
             MsgOp::Read => {
                 // Reads are idempotent: re-read what is asked (the request
-                // may restart inside the original range).
-                let Some(reth) = pkt.hdr.reth else { return };
-                let max = core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1);
-                if s.attrs.access & REMOTE_READ == 0
-                    || reth.dma_len > crate::limits::MAX_MSG_SIZE
-                    || s.eng.resp.rd_pending >= max
-                {
-                    return;
-                }
-                let ok = reth.dma_len == 0
-                    || mem::with_remote(
-                        dev.verbs(),
-                        self.requestor(),
-                        reth.rkey,
-                        reth.va,
-                        u64::from(reth.dma_len),
-                        REMOTE_READ,
-                        |_, _| (),
-                    )
-                    .is_some();
-                if ok
-                    && s.eng.resp.push(Response::Read {
-                        psn: psn.get(),
-                        va: reth.va,
-                        rkey: reth.rkey,
-                        len: reth.dma_len,
-                        npkts: rules::packets(reth.dma_len, mtu),
-                        sent: 0,
-                    })
-                {
-                    s.eng.resp.rd_pending += 1;
+                // may restart inside the original range), with the checks
+                // of a new READ; a duplicate that fails them is dropped.
+                if let Some(reth) = pkt.hdr.reth {
+                    let _ = self.queue_read(s, dev, &reth, psn, mtu);
                 }
             }
             MsgOp::CmpSwap | MsgOp::FetchAdd => {
@@ -690,7 +663,6 @@ impl Qp {
         dev: &IbDevice,
         pkt: &Packet<'_>,
         meta: &RxMeta<'_>,
-        op: MsgOp,
         after: &mut After,
     ) {
         let Some(deth) = pkt.hdr.deth else { return };
@@ -729,12 +701,7 @@ impl Qp {
         }
         let mut cqe = self.recv_cqe(wqe.wr_id, abi::WC_RECV, status, total);
         cqe.wc_flags |= abi::WC_GRH;
-        if op == MsgOp::SendImm {
-            if let Some(imm) = pkt.hdr.imm_dt {
-                cqe.wc_flags |= abi::WC_WITH_IMM;
-                cqe.ex = imm.data.to_be();
-            }
-        }
+        with_imm(&mut cqe, pkt);
         cqe.src_qp = deth.src_qp;
         cqe.network_hdr_type = if meta.ipv4 { 2 } else { 3 };
         cqe.smac = meta.smac;
@@ -770,12 +737,12 @@ impl Qp {
             let msn = s.eng.resp.msn;
             let res = match r {
                 Response::Ack { psn, syndrome } => {
-                    let mut h = Headers::new(response_bth(Opcode::RcAck, dest_qp, psn));
+                    let mut h = Headers::new(bth(Opcode::RcAck, dest_qp, Psn::new(psn)));
                     h.aeth = Some(Aeth { syndrome, msn });
                     out.build(dev, ndev, &route, &h, 0, |_| true).map(|()| true)
                 }
                 Response::Atomic { psn, orig } => {
-                    let mut h = Headers::new(response_bth(Opcode::RcAtomicAck, dest_qp, psn));
+                    let mut h = Headers::new(bth(Opcode::RcAtomicAck, dest_qp, Psn::new(psn)));
                     h.aeth = Some(Aeth {
                         syndrome: Syndrome::Ack {
                             credits: CREDITS_INVALID,
@@ -843,11 +810,7 @@ impl Qp {
         let off = sent * mtu;
         let n = core::cmp::min(mtu, len - core::cmp::min(off, len));
         let opcode = rules::read_response_opcode(sent, npkts);
-        let mut h = Headers::new(response_bth(
-            opcode,
-            dest_qp,
-            Psn::new(psn).offset(sent as i32).get(),
-        ));
+        let mut h = Headers::new(bth(opcode, dest_qp, Psn::new(psn).offset(sent as i32)));
         if opcode.layout().has(crate::roce_wire::Ext::Aeth) {
             h.aeth = Some(Aeth {
                 syndrome: Syndrome::Ack {
@@ -880,20 +843,19 @@ impl Qp {
     }
 }
 
-/// Bytes of the GRH a UD receive buffer starts with.
-pub(crate) const GRH_LEN: usize = 40;
+/// READ and atomic requests the responder takes at once
+/// (`max_dest_rd_atomic`, at least one).
+fn rd_limit(s: &QpInner) -> u32 {
+    core::cmp::max(u32::from(s.attrs.max_dest_rd_atomic), 1)
+}
 
-fn response_bth(opcode: Opcode, dest_qp: u32, psn: u32) -> Bth {
-    Bth {
-        opcode,
-        solicited: false,
-        mig_req: false,
-        pad_cnt: 0,
-        pkey: PKEY,
-        fecn: false,
-        becn: false,
-        dest_qp,
-        ack_req: false,
-        psn: Psn::new(psn),
+/// A receive completion for a packet with immediate data carries it.
+fn with_imm(cqe: &mut Cqe, pkt: &Packet<'_>) {
+    if let Some(imm) = pkt.hdr.imm_dt {
+        cqe.wc_flags |= abi::WC_WITH_IMM;
+        cqe.ex = imm.data.to_be();
     }
 }
+
+/// Bytes of the GRH a UD receive buffer starts with.
+pub(crate) const GRH_LEN: usize = 40;

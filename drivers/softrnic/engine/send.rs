@@ -9,14 +9,15 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use super::mem::{self, Data};
-use super::packet::{Built, Outbox};
+use super::packet::{bth, Built, Outbox};
 use crate::abi::{self, SendWqe, Sge};
 use crate::glue::net::IpRoute;
 use crate::glue::{IbDevice, NetDevice};
 use crate::psn::{self, Psn};
 use crate::qp_state::{QpState, QpType};
-use crate::roce_wire::{AtomicEth, Bth, Deth, Headers, Ieth, ImmDt, Reth};
+use crate::roce_wire::{AtomicEth, Deth, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
+use crate::verbs::ah::Av;
 use crate::verbs::local_ops::{self, OnQp};
 use crate::verbs::qp::{After, Qp, QpInner};
 
@@ -24,8 +25,6 @@ use crate::verbs::qp::{After, Qp, QpInner};
 const WINDOW: u32 = 256;
 /// An RC request asks for an ACK at least this often inside long messages.
 const ACK_EVERY: u32 = 32;
-/// The P_Key every packet carries (the default partition, full member).
-pub(crate) const PKEY: u16 = 0xffff;
 /// Maximum SGEs a send WQE may carry (device limit).
 pub(crate) const MAX_SGE: usize = 32;
 
@@ -180,10 +179,9 @@ impl Qp {
         0xC000 | ((h >> 18) as u16 & 0x3fff)
     }
 
-    /// The route of a connected QP's packets.
-    pub(crate) fn route(&self, s: &QpInner) -> Option<IpRoute> {
-        let av = s.attrs.av.as_ref()?;
-        Some(IpRoute {
+    /// The route of this QP's packets to address vector `av`.
+    pub(crate) fn ip_route(&self, av: &Av) -> IpRoute {
+        IpRoute {
             saddr: av.sgid,
             daddr: av.dgid,
             ipv4: av.ipv4,
@@ -191,7 +189,12 @@ impl Qp {
             tclass: av.traffic_class,
             ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
             flow_label: av.flow_label,
-        })
+        }
+    }
+
+    /// The route of a connected QP's packets.
+    pub(crate) fn route(&self, s: &QpInner) -> Option<IpRoute> {
+        s.attrs.av.as_ref().map(|av| self.ip_route(av))
     }
 
     /// Read a WQE's SGEs from its slot.
@@ -457,16 +460,7 @@ impl Qp {
         let psn = Psn::new(t.first_psn).offset(pkt as i32);
         let (route, dest_qp) = if svc == Service::Ud {
             let av = dev.verbs().ah_av(w.ah_num).ok_or(Built::BadMemory)?;
-            let r = IpRoute {
-                saddr: av.sgid,
-                daddr: av.dgid,
-                ipv4: av.ipv4,
-                sport: self.sport(),
-                tclass: av.traffic_class,
-                ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
-                flow_label: av.flow_label,
-            };
-            (r, w.remote_qpn)
+            (self.ip_route(&av), w.remote_qpn)
         } else {
             (self.route(s).ok_or(Built::NoRoute)?, s.attrs.dest_qpn)
         };
@@ -476,18 +470,9 @@ impl Qp {
         } else {
             0
         };
-        let mut hdr = Headers::new(Bth {
-            opcode,
-            solicited: last && w.send_flags & abi::SEND_SOLICITED != 0 && carries_data,
-            mig_req: false,
-            pad_cnt: 0,
-            pkey: PKEY,
-            fecn: false,
-            becn: false,
-            dest_qp,
-            ack_req: svc == Service::Rc && (last || (pkt + 1) % ACK_EVERY == 0),
-            psn,
-        });
+        let mut hdr = Headers::new(bth(opcode, dest_qp, psn));
+        hdr.bth.solicited = last && w.send_flags & abi::SEND_SOLICITED != 0 && carries_data;
+        hdr.bth.ack_req = svc == Service::Rc && (last || (pkt + 1) % ACK_EVERY == 0);
         use crate::roce_wire::Ext;
         if layout.has(Ext::Deth) {
             let qkey = if w.remote_qkey & 0x8000_0000 != 0 {

@@ -65,5 +65,5 @@ pub(crate) fn cq_notify(cq: &b::ib_cq) {
 
 pub(crate) fn device_event(ib: *mut b::ib_device, ev: Event) {
     // SAFETY: callers pass a registered device of ours.
-    unsafe { b::softrnic_device_event(ib, ev.raw()) }
+    unsafe { b::softrnic_dispatch_port_event(ib, 1, ev.raw()) }
 }

@@ -115,7 +115,6 @@ struct ib_umem *softrnic_umem_get(struct ib_device *dev, u64 addr, u64 len,
 void softrnic_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void softrnic_cq_event(struct ib_cq *cq, enum ib_event_type type);
 void softrnic_srq_event(struct ib_srq *srq, enum ib_event_type type);
-void softrnic_device_event(struct ib_device *ibdev, enum ib_event_type type);
 void softrnic_cq_notify(struct ib_cq *cq);
 
 int softrnic_map_mr_sg(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,

@@ -282,17 +282,6 @@ void softrnic_srq_event(struct ib_srq *srq, enum ib_event_type type)
 		srq->event_handler(&ev, srq->srq_context);
 }
 
-void softrnic_device_event(struct ib_device *ibdev, enum ib_event_type type)
-{
-	struct ib_event ev = {
-		.device = ibdev,
-		.element.port_num = 1,
-		.event = type,
-	};
-
-	ib_dispatch_event(&ev);
-}
-
 void softrnic_cq_notify(struct ib_cq *cq)
 {
 	if (cq->comp_handler)

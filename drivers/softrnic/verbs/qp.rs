@@ -465,8 +465,7 @@ impl Qp {
         } else if here {
             self.kick();
         } else {
-            let s = self.inner.lock();
-            self.queue_work(&s.eng);
+            self.schedule();
         }
     }
 

@@ -2,13 +2,16 @@
 #   make            build the module and the provider (sets up what is missing)
 #   make run        the main job: boot the VM, create devices, show them working
 #   make check      every test (host cargo tests + guest suite); ends "N passed, N failed"
+#   make check-slow the slow scenarios (full fault matrix with goodput, long fuzzing)
+#   make check-debug every guest suite and slow scenario on the debug kernel
+#                   (KASAN, KFENCE, lockdep, kmemleak ...; builds it once, ~40 min)
 #   make bench      softrnic beside rdma_rxe in one VM: perftest medians and ratios (slow)
 #   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
 SHELL := /bin/bash
 REPO := $(CURDIR)
 export SOFTRNIC_CACHE ?= /var/tmp/softrnic
 
-.PHONY: all setup module provider run check check-host check-guest bench clean modules-direct provider-direct
+.PHONY: all setup module provider run check check-host check-slow check-debug bench clean modules-direct provider-direct
 
 ifneq ($(KDIR),)
 # A user-supplied Rust-enabled kernel build tree: build the module right here.
@@ -34,6 +37,12 @@ check: all
 
 check-host:
 	bash scripts/check --host-only
+
+check-slow: all
+	bash scripts/check --slow
+
+check-debug: all
+	bash scripts/check --debug
 
 bench: all
 	bash qemu/run --timeout 1800 qemu/bench/perf.sh $(BENCH_ROUNDS)

@@ -92,9 +92,12 @@ pub(crate) fn exit() {
         // dealloc_driver has removed the entry; if not, stop rather than spin.
         if DEVICES.lock().first().is_some_and(|e| dev.is(&e.dev)) {
             pr_err!("a device would not unregister; leaving it\n");
-            break;
+            return;
         }
     }
+    // A static is never dropped: free the registry's buffer by hand, or it
+    // outlives the module (kmemleak finds it).
+    drop(core::mem::replace(&mut *DEVICES.lock(), KVec::new()));
 }
 
 /// `rdma link add NAME type softrnic_{roce,iwarp} netdev NDEV`.

@@ -9,17 +9,24 @@
 . /src/qemu/tests/lib.sh
 
 T=/src/qemu/tests
-modprobe softrnic || exit 1
-ip netns add ha; ip netns add hb
-ip link add ha0 type veth peer name hb0
-ip link set ha0 netns ha; ip link set hb0 netns hb
-for n in a b; do
-    ip -n h$n link set h${n}0 mtu 9000 up
-    ip -n h$n link set lo up
-done
-ip -n ha addr add 10.88.0.1/24 dev ha0
-ip -n hb addr add 10.88.0.2/24 dev hb0
-ip netns exec ha rdma link add hx0 type softrnic_roce netdev ha0 || exit 1
+# net_setup: (re)create what is missing of netns ha and hb, the veth ha0-hb0
+# between them and softrnic_roce device hx0 on ha0 (teardown tests delete
+# them).
+net_setup() {
+    modprobe softrnic || return 1
+    for n in ha hb; do [ -e /run/netns/$n ] || ip netns add $n || return 1; done
+    if ! ip -n ha link show ha0 >/dev/null 2>&1; then
+        ip -n hb link del hb0 2>/dev/null
+        ip link add ha0 type veth peer name hb0 && ip link set ha0 netns ha && ip link set hb0 netns hb ||
+            return 1
+        for n in a b; do
+            ip -n h$n link set h${n}0 mtu 9000 up && ip -n h$n link set lo up || return 1
+        done
+        ip -n ha addr add 10.88.0.1/24 dev ha0 && ip -n hb addr add 10.88.0.2/24 dev hb0 || return 1
+    fi
+    rdma link show hx0/1 >/dev/null 2>&1 || ip netns exec ha rdma link add hx0 type softrnic_roce netdev ha0
+}
+net_setup || exit 1
 
 # counter NAME: the current value of one of hx0's counters.
 counter() {
@@ -92,14 +99,39 @@ test_fuzzed_packets() {
     wait $t
 }
 
+# Every opcode with hostile fields at RC, UC and UD QPs in every state
+# (fuzz_targets.py); afterwards the device must still move data correctly.
+# The drop counters show where the packets went.
+FUZZ_COUNT=${FUZZ_COUNT:-6000}
+test_fuzzed_packets_every_qp_state() {
+    mkfifo /tmp/fuzz.in
+    ip netns exec ha python3 $T/fuzz_targets.py hx0 10.88.0.2 /tmp/fuzz.state < /tmp/fuzz.in > /tmp/fuzz.out 2>&1 &
+    t=$!
+    exec 4> /tmp/fuzz.in
+    wait_for 'test -s /tmp/fuzz.state' 300 || { cat /tmp/fuzz.out; fail "no fuzz target QPs"; }
+    before=$(counter rx_packets)
+    ip netns exec hb python3 $T/hostile_inject.py 10.88.0.2 10.88.0.1 /tmp/fuzz.state fuzz_states $FUZZ_COUNT ||
+        fail "injector failed"
+    wait_for "[ \$(counter rx_packets) -ge $((before + FUZZ_COUNT * 9 / 10)) ]" 100 ||
+        fail "rx_packets went from $before to $(counter rx_packets) for $FUZZ_COUNT packets"
+    echo done >&4
+    wait $t
+    cat /tmp/fuzz.out
+    rdma statistic show link hx0/1
+    grep -q '^healthy$' /tmp/fuzz.out || fail "after the fuzzing: $(grep FAIL /tmp/fuzz.out || tail -n 1 /tmp/fuzz.out)"
+}
+
 # RC errors end to end: retry and RNR exhaustion, remote access errors.
 ip netns exec ha python3 $T/transport_errors.py hx0 2>&1
 
 # --- teardown while QPs move data (two softrnic devices, two namespaces) ---
 
 td_setup() {
-    ip netns exec hb rdma link add hy0 type softrnic_roce netdev hb0 2>/dev/null
-    wait_for 'ibv_devinfo -d hy0 | grep -q PORT_ACTIVE' || fail "hy0 not active"
+    net_setup || fail "network setup failed"
+    rdma link show hy0/1 >/dev/null 2>&1 || ip netns exec hb rdma link add hy0 type softrnic_roce netdev hb0
+    wait_for 'ibv_devinfo -d hy0 | grep -q PORT_ACTIVE && ibv_devinfo -d hx0 | grep -q PORT_ACTIVE' ||
+        fail "hx0 or hy0 not active"
+    wait_for '[ -n "$(gid1 hx0)" ] && [ -n "$(gid1 hy0)" ]' || fail "no IPv4 GIDs"
 }
 gid1() { ibv_devinfo -v -d $1 | grep 'GID\[' | grep '::ffff:' | head -n 1 | sed 's/.*GID\[ *\([0-9]*\)\].*/\1/'; }
 bw_pair() {  # PROGRAM: server in ha, client in hb, 30 s of traffic
@@ -149,10 +181,85 @@ test_rmmod_during_traffic() {
     modprobe softrnic || fail "reload failed"
 }
 
+# flow_from_outside: teardown_traffic.py between hx0 and hy0, run from the
+# initial namespace (so it keeps no namespace alive); returns once data moves.
+flow_from_outside() {
+    td_setup
+    timeout 120 python3 $T/teardown_traffic.py hx0 $(gid1 hx0) hy0 $(gid1 hy0) 60 > /tmp/flow.out 2>&1 &
+    F=$!
+    wait_for 'grep -q "^moving" /tmp/flow.out' 300 || { kill $F; cat /tmp/flow.out; fail "no traffic"; }
+}
+# flow_ended: the traffic process ended by itself (not by the timeout) once
+# its device went away; both devices are gone with the veth.
+flow_ended() {
+    wait $F; rc=$?
+    cat /tmp/flow.out
+    [ $rc != 124 ] || fail "the traffic process hung after the teardown"
+    wait_for '! rdma link show hx0/1 && ! rdma link show hy0/1' 150 || fail "devices left: $(rdma link show)"
+}
+
+# Deleting the netdev (one end of the veth deletes both) under moving QPs
+# removes both devices.
+test_netdev_del_during_traffic() {
+    flow_from_outside
+    ip -n hb link del hb0 || fail "link del failed"
+    flow_ended
+}
+
+# Deleting the namespace of one end: nothing keeps it alive, so it is
+# dismantled at once, with its veth, its UDP socket and hy0.
+test_netns_del_during_traffic() {
+    flow_from_outside
+    ip netns del hb || fail "netns del failed"
+    flow_ended
+}
+
+# Thousands of objects alive at once from six processes (2100 each of QPs,
+# CQs, MRs and MWs); four destroy theirs concurrently, two are killed with
+# everything held, for the kernel to clean up.
+test_thousands_of_objects() {
+    td_setup
+    for i in 1 2 3 4 5 6; do
+        ip netns exec ha timeout 600 python3 $T/verbs_churn.py hx0 $i 350 hold > /tmp/hold.$i 2>&1 &
+        eval P$i=$!
+    done
+    wait_for 'grep -q holding /tmp/hold.5 && grep -q holding /tmp/hold.6' 1500 ||
+        fail "the killed workers never held their objects"
+    echo "QPs held: $(qps_of hx0)"
+    kill -9 $P5 $P6
+    for i in 1 2 3 4; do
+        eval wait \$P$i
+        grep -q '^done' /tmp/hold.$i || fail "worker $i: $(tail -n 1 /tmp/hold.$i)"
+    done
+    wait_for "[ \$(qps_of hx0) = 0 ]" 150 || fail "QPs left: $(qps_of hx0)"
+    rdma resource show | grep ' hx0: '
+}
+
+# fork after registration: the children's copy-on-write never moves the
+# parent's registered pages, and children touching the inherited verbs
+# objects do no harm.
+test_fork_after_registration() {
+    td_setup
+    ip netns exec ha timeout 120 python3 $T/fork_check.py hx0 $(gid1 hx0) > /tmp/fork.out 2>&1 ||
+        { cat /tmp/fork.out; fail "$(grep -m1 FAIL /tmp/fork.out || tail -n 1 /tmp/fork.out)"; }
+    cat /tmp/fork.out
+}
+
+# Last: unload with nothing left behind by any test above.
+test_unload_leaves_nothing() {
+    for d in hx0 hy0; do rdma link show $d/1 >/dev/null 2>&1 && rdma link del $d; done
+    rmmod softrnic || fail "rmmod failed"
+    last=$(dmesg | grep 'softrnic: live objects at unload' | tail -n 1)
+    echo "$last"
+    echo "$last" | grep -q 'ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0$' || fail "objects left: $last"
+}
+
 run_tests test_valid_packets_are_delivered test_truncated_is_malformed test_bad_icrc_is_counted \
     test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
     test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
     test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
     test_old_psn_is_duplicate test_stray_ack_is_ignored test_spoofed_source_is_dropped \
     test_target_qps_saw_only_valid_packets \
-    test_fuzzed_packets test_kill_9_during_traffic test_link_del_during_traffic test_rmmod_during_traffic
+    test_fuzzed_packets test_fuzzed_packets_every_qp_state test_kill_9_during_traffic test_link_del_during_traffic \
+    test_rmmod_during_traffic test_netdev_del_during_traffic test_netns_del_during_traffic \
+    test_thousands_of_objects test_fork_after_registration test_unload_leaves_nothing

@@ -21,6 +21,10 @@ hostile_target.py's STATE_FILE.  Cases (what softrnic must do with them):
   rc_behind    RC SENDs behind the expected PSN (duplicates, re-ACKed)
   rc_stray_ack ACKs for PSNs never sent (duplicates, ignored)
   fuzz         COUNT random mutations of valid packets (dropped or handled)
+  fuzz_states  COUNT packets of every RC, UC and UD opcode with hostile
+               fields (PSNs, lengths, rkeys, pad counts, Q_Keys, flags),
+               some mutated, some with a bad ICRC, at the QPs in every
+               state of fuzz_targets.py's STATE_FILE, plus random garbage
 """
 import random
 import socket
@@ -31,6 +35,7 @@ import zlib
 src, dst, state_file, case, count = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 st = dict(line.strip().split('=') for line in open(state_file) if '=' in line)
 st = {k: int(v) for k, v in st.items()}
+TARGETS = [v for k, v in st.items() if k.startswith('qpn_')]
 SPORT = 49152 + 77
 
 
@@ -55,9 +60,71 @@ def icrc(ip, udp, transport):
     return struct.pack('<I', zlib.crc32(b'\xff' * 8 + bytes(ipm) + bytes(udpm) + bytes(t)))
 
 
-def bth(opcode, dest_qp, psn, pad=0, pkey=0xffff, tver=0, ack_req=False):
-    return struct.pack('>BBHII', opcode, (pad << 4) | tver, pkey, dest_qp & 0xffffff,
+def bth(opcode, dest_qp, psn, pad=0, pkey=0xffff, tver=0, ack_req=False, se=False):
+    return struct.pack('>BBHII', opcode, (0x80 if se else 0) | (pad << 4) | tver, pkey, dest_qp & 0xffffff,
                        (0x80000000 if ack_req else 0) | (psn & 0xffffff))
+
+
+# The extension headers after the BTH of each RC/UC opcode (low 5 bits);
+# UD SEND only (0x64) and SEND only with immediate (0x65) carry a DETH.
+RETH, AETH, IMM, ATOMIC, ATOMIC_ACK, IETH = 'reth', 'aeth', 'imm', 'atomic', 'atomic_ack', 'ieth'
+EXT = {0x00: [], 0x01: [], 0x02: [], 0x03: [IMM], 0x04: [], 0x05: [IMM],
+       0x06: [RETH], 0x07: [], 0x08: [], 0x09: [IMM], 0x0a: [RETH], 0x0b: [RETH, IMM],
+       0x0c: [RETH], 0x0d: [AETH], 0x0e: [], 0x0f: [AETH], 0x10: [AETH], 0x11: [AETH],
+       0x12: [AETH, ATOMIC_ACK], 0x13: [ATOMIC], 0x14: [ATOMIC], 0x16: [IETH], 0x17: [IETH]}
+
+
+def hostile(rng):
+    """One packet of a real opcode with hostile fields, at one of the targets."""
+    qpn = rng.choice(TARGETS + [rng.randrange(1 << 24)] if rng.random() < 0.05 else TARGETS)
+    if rng.random() < 0.2:
+        opcode = rng.choice([0x64, 0x65])
+        qkey = st['qkey'] if rng.random() < 0.7 else rng.randrange(1 << 32)
+        hdr = struct.pack('>II', qkey, rng.randrange(1 << 24))
+        if opcode == 0x65:
+            hdr += struct.pack('>I', rng.randrange(1 << 32))
+    else:
+        low = rng.choice(list(EXT))
+        opcode = rng.choice([0x00, 0x20]) | low
+        if opcode & 0x20 and low not in (0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,
+                                         0x09, 0x0a, 0x0b):
+            opcode = low              # UC has SEND and WRITE only; the rest as RC
+        hdr = b''
+        for ext in EXT[low]:
+            if ext == RETH:
+                rkey = rng.choice([st['rkey'], st['mw_rkey'], rng.randrange(1 << 32)])
+                va = rng.choice([st['addr'], st['addr'] + rng.randrange(1 << 16),
+                                 st['addr'] - rng.randrange(1, 4096), rng.randrange(1 << 64)])
+                length = rng.choice([0, 1, 64, 4096, 65536, rng.randrange(1 << 32), (1 << 31), 0xffffffff])
+                hdr += struct.pack('>QII', va % (1 << 64), rkey, length)
+            elif ext == AETH:
+                hdr += struct.pack('>I', (rng.randrange(256) << 24) | rng.randrange(1 << 24))
+            elif ext == IMM or ext == IETH:
+                hdr += struct.pack('>I', rng.choice([st['rkey'], st['mw_rkey'], rng.randrange(1 << 32)]))
+            elif ext == ATOMIC:
+                va = rng.choice([st['addr'], st['addr'] + rng.randrange(0, 64), rng.randrange(1 << 64)])
+                hdr += struct.pack('>QIQQ', va, rng.choice([st['rkey'], rng.randrange(1 << 32)]),
+                                   rng.randrange(1 << 64), rng.randrange(1 << 64))
+            elif ext == ATOMIC_ACK:
+                hdr += struct.pack('>Q', rng.randrange(1 << 64))
+    psn = rng.choice([st['rq_psn'], st['rq_psn'] + rng.randrange(-4, 4), st['sq_psn'] + rng.randrange(-4, 4),
+                      rng.randrange(1 << 24), (st['rq_psn'] + (1 << 23)) % (1 << 24)])
+    size = rng.choice([0, 1, 3, 4, 60, 256, 1024, 1025, 4096, rng.randrange(4400)])
+    pad = rng.randrange(4) if rng.random() < 0.3 else (-size) % 4
+    pkey = 0xffff if rng.random() < 0.95 else rng.randrange(1 << 16)
+    tver = 0 if rng.random() < 0.95 else rng.randrange(1, 16)
+    t = bytearray(bth(opcode, qpn, psn, pad=pad, pkey=pkey, tver=tver, ack_req=rng.random() < 0.5,
+                      se=rng.random() < 0.2) + hdr + bytes(rng.randrange(256) for _ in range(min(size, 64))) +
+                  b'\xa5' * max(0, size - 64))
+    if rng.random() < 0.2:
+        for _ in range(rng.randrange(1, 4)):
+            i = rng.randrange(len(t))
+            t[i] = rng.randrange(256)
+    if rng.random() < 0.05:
+        t = t[:rng.randrange(len(t))]
+    if rng.random() < 0.03:
+        t = bytearray(rng.randrange(256) for _ in range(rng.randrange(64)))
+    return packet(bytes(t), good_icrc=rng.random() < 0.9)
 
 
 def packet(transport_wo_icrc, good_icrc=True):
@@ -109,6 +176,8 @@ def make(case, rng):
     if case == 'rc_stray_ack':
         aeth = struct.pack('>I', (0 << 24) | 7)
         return packet(bth(0x11, st['rc_qpn'], st['sq_psn'] + 500) + aeth)
+    if case == 'fuzz_states':
+        return hostile(rng)
     if case == 'fuzz':
         base = bytearray(rng.choice([ud_send(), rc_send(st['rq_psn'] + rng.randrange(-3, 3)),
                                      bth(0x0c, st['rc_qpn'], st['rq_psn']) +

@@ -74,6 +74,17 @@ impl Qp {
         }
     }
 
+    /// Rewind to `p` because responses before a later one were lost, once:
+    /// until progress is made, the later responses still arriving mean
+    /// nothing new.  (Should the resent request or its answer be lost too,
+    /// the ACK timeout rewinds again.)
+    fn go_back_for_gap(&self, s: &mut QpInner, p: Psn) {
+        if s.eng.req.rewound_for_gap != Some(p.get()) {
+            s.eng.req.rewound_for_gap = Some(p.get());
+            self.go_back(s, p);
+        }
+    }
+
     /// Retire the WQEs every PSN up to `p` (inclusive) completes: SENDs and
     /// WRITEs whose last packet is acknowledged.  A READ or atomic still
     /// waiting for its response when a later PSN is acknowledged lost its
@@ -91,7 +102,7 @@ impl Qp {
             if t.is_read_or_atomic() {
                 // Implicitly NAKed: its responses were lost.
                 let resend = Psn::new(t.first_psn).offset(t.got as i32);
-                self.go_back(s, resend);
+                self.go_back_for_gap(s, resend);
                 break;
             }
             if s.eng.req.next_wqe == s.sq_cons {
@@ -102,13 +113,26 @@ impl Qp {
             self.retire_head(s, &t, abi::WC_SUCCESS, after);
             progress = true;
         }
-        let next = p.next();
+        // The oldest PSN still owed: never past the next response of a
+        // READ or atomic at the head, or its resent responses would be
+        // taken for duplicates.
+        let mut next = p.next();
+        if s.sq_cons != s.eng.req.fetched {
+            let t = s.eng.req.get(s.sq_cons);
+            if t.sent && t.is_read_or_atomic() {
+                let owed = Psn::new(t.first_psn).offset(t.got as i32);
+                if psn::diff(next, owed) > 0 {
+                    next = owed;
+                }
+            }
+        }
         if psn::diff(next, s.eng.req.una) > 0 {
             s.eng.req.una = next;
             progress = true;
         }
         if progress {
             s.eng.req.retry_left = s.attrs.retry_cnt;
+            s.eng.req.rewound_for_gap = None;
             self.restart_timer(s);
         }
     }
@@ -218,7 +242,7 @@ impl Qp {
                 if !t.sent || !t.is_read_or_atomic() || p.get() != expect.get() {
                     if t.sent && t.is_read_or_atomic() && psn::diff(p, expect) > 0 {
                         // Responses lost before this one.
-                        self.go_back(s, expect);
+                        self.go_back_for_gap(s, expect);
                     }
                     return true;
                 }
@@ -285,6 +309,7 @@ impl Qp {
         s.eng.req.set(s.sq_cons, t2);
         s.eng.req.una = pkt.hdr.bth.psn.next();
         s.eng.req.retry_left = s.attrs.retry_cnt;
+        s.eng.req.rewound_for_gap = None;
         if last {
             self.finish_rd(s, &t2, after);
         } else {

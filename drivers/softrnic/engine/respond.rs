@@ -165,6 +165,35 @@ impl Responder {
         }
     }
 
+    /// Forget the queued responses that end at or after `psn`: a duplicate
+    /// READ or atomic request at `psn` means the requester went back there
+    /// and will ask again for everything from it on (go-back-N), so their
+    /// answers would only be discarded, and they would hold READ/atomic
+    /// resources (`rd_pending`) that the requester counts as free.  The one
+    /// a restarted READ lands in the middle of goes too.
+    fn forget_from(&mut self, psn: Psn) {
+        let mut keep = 0;
+        while keep < self.len {
+            let last = match self.queue[(self.head + keep) % QUEUE] {
+                Response::Read { psn, npkts, .. } => psn.wrapping_add(npkts.saturating_sub(1)),
+                Response::Atomic { psn, .. } | Response::Ack { psn, .. } => psn,
+            };
+            if crate::psn::diff(Psn::new(last), psn) >= 0 {
+                break;
+            }
+            keep += 1;
+        }
+        for i in keep..self.len {
+            if matches!(
+                self.queue[(self.head + i) % QUEUE],
+                Response::Read { .. } | Response::Atomic { .. }
+            ) {
+                self.rd_pending = self.rd_pending.saturating_sub(1);
+            }
+        }
+        self.len = keep;
+    }
+
     /// One more message done: the MSN is a 24-bit counter.
     fn next_msn(&mut self) {
         self.msn = self.msn.wrapping_add(1) & 0xff_ffff;
@@ -629,6 +658,7 @@ impl Qp {
                 // may restart inside the original range), with the checks
                 // of a new READ; a duplicate that fails them is dropped.
                 if let Some(reth) = pkt.hdr.reth {
+                    s.eng.resp.forget_from(psn);
                     let _ = self.queue_read(s, dev, &reth, psn, mtu);
                 }
             }
@@ -643,6 +673,7 @@ impl Qp {
                     .find(|a| a.2 && a.0 == psn.get())
                     .copied();
                 if let Some((p, orig, _)) = found {
+                    s.eng.resp.forget_from(psn);
                     if s.eng.resp.push(Response::Atomic { psn: p, orig }) {
                         s.eng.resp.rd_pending += 1;
                     }

@@ -95,6 +95,12 @@ pub(crate) struct Requester {
     pub(crate) rnr_wait: bool,
     /// The retransmission timer is running.
     pub(crate) timer_on: bool,
+    /// The PSN the requester last went back to because responses before
+    /// the one that arrived were lost, until the next progress: the other
+    /// responses still in flight behind the lost one must not each rewind
+    /// it again (a storm of duplicate requests that restart the responder
+    /// over and over).
+    pub(crate) rewound_for_gap: Option<u32>,
     /// In SQD: the WQE the drain stops before (those before it had begun),
     /// and whether SQ_DRAINED was raised.
     pub(crate) drain_point: u32,
@@ -119,6 +125,7 @@ impl Requester {
             rnr_left: 0,
             rnr_wait: false,
             timer_on: false,
+            rewound_for_gap: None,
             drain_point: 0,
             drained: false,
         })
@@ -136,6 +143,7 @@ impl Requester {
         self.rnr_left = rnr;
         self.rnr_wait = false;
         self.timer_on = false;
+        self.rewound_for_gap = None;
     }
 
     pub(crate) fn slot(&self, index: u32) -> usize {

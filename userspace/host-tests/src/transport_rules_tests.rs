@@ -169,3 +169,96 @@ proptest! {
         prop_assert_eq!(check_psn(e.offset(d), e), PsnCheck::Ahead);
     }
 }
+
+/// A bounded fuzz run of the responder's rules: random request streams
+/// (every opcode byte, PSNs around the expected one, payload lengths around
+/// the MTU) go through the PSN check, the opcode-sequence check and the
+/// length check as the responder applies them.  Whatever they accept must
+/// add up to well-formed messages: FIRST MIDDLE* LAST or a single ONLY, one
+/// kind throughout, every packet but the last exactly one MTU.  Nothing may
+/// panic or overflow (host tests run with overflow checks).
+#[test]
+fn fuzz_responder_rules_accept_only_whole_messages() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rnd = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let family = |op: MsgOp| match op {
+        MsgOp::Send | MsgOp::SendImm | MsgOp::SendInv => 0,
+        MsgOp::Write | MsgOp::WriteImm => 1,
+        _ => 2,
+    };
+    let (mut completed, mut naks) = (0u32, 0u32);
+    for round in 0..2_000u32 {
+        let mtu = [256, 512, 1024, 2048, 4096][rnd(5) as usize];
+        let mut expected = Psn::new(rnd(1 << 24) as u32);
+        let mut cur = InMessage::None;
+        let mut msg: Vec<(MsgOp, Place, u32)> = Vec::new();
+        for _ in 0..200 {
+            let Some(op) = Opcode::from_u8(rnd(256) as u8) else {
+                continue;
+            };
+            let psn = match rnd(4) {
+                0 => Psn::new(rnd(1 << 24) as u32),
+                1 => expected.offset(rnd(7) as i32 - 3),
+                _ => expected,
+            };
+            let len = match rnd(4) {
+                0 => rnd(u64::from(mtu) * 2) as u32,
+                1 => u32::MAX - rnd(3) as u32,
+                _ => mtu,
+            };
+            let Some((mop, place)) = request_kind(op) else {
+                continue; // a response: not the responder's business
+            };
+            if check_psn(psn, expected) != PsnCheck::Expected {
+                continue;
+            }
+            if !sequence_ok(cur, mop, place) || !payload_len_ok(place, len, mtu) {
+                // NAK: the QP goes to error; the model starts afresh.
+                naks += 1;
+                cur = InMessage::None;
+                msg.clear();
+                continue;
+            }
+            msg.push((mop, place, len));
+            cur = after_packet(mop, place);
+            expected = expected.next();
+            if !place.ends() {
+                continue;
+            }
+            let (first, last) = (msg[0], msg[msg.len() - 1]);
+            assert!(
+                first.1.starts(),
+                "round {round}: message starts with {:?}",
+                first.1
+            );
+            assert_eq!(
+                msg.len() == 1,
+                first.1 == Place::Only,
+                "round {round}: {msg:?}"
+            );
+            let inner = msg.len().saturating_sub(2);
+            assert!(msg.iter().skip(1).take(inner).all(|p| p.1 == Place::Middle));
+            assert!(
+                msg.iter().all(|p| family(p.0) == family(first.0)),
+                "mixed kinds: {msg:?}"
+            );
+            assert!(
+                msg[..msg.len() - 1].iter().all(|p| p.2 == mtu),
+                "short inner packet: {msg:?}"
+            );
+            assert!(last.2 <= mtu);
+            completed += 1;
+            msg.clear();
+        }
+    }
+    // The run exercised both outcomes.
+    assert!(
+        completed > 1000 && naks > 1000,
+        "completed {completed}, naks {naks}"
+    );
+}

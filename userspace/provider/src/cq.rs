@@ -76,6 +76,9 @@ impl CqState {
         }
         let cons = ring.consumer().load(Ordering::Relaxed);
         let prod = ring.producer().load(Ordering::Acquire);
+        if !ring.span_ok(prod, cons) {
+            return;
+        }
         let mut dst = prod;
         let mut i = prod;
         while i != cons {

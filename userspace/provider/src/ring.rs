@@ -121,6 +121,14 @@ impl Ring {
         }
     }
 
+    /// Whether `prod` and `cons` can be a producer and consumer of this ring
+    /// (at most `slots` apart).  The header is shared memory that the
+    /// application can scribble over; a loop between two corrupt indices
+    /// would otherwise run for up to 2^32 slots.
+    pub fn span_ok(&self, prod: u32, cons: u32) -> bool {
+        prod.wrapping_sub(cons) <= self.slots
+    }
+
     /// Whether a work-queue producer at `prod` may post one more WQE given
     /// the consumer `cons`.  At most `slots - 1` are outstanding: the ring
     /// could hold `slots`, but `slots - 1` is the max_wr the kernel reports

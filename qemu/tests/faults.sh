@@ -1,0 +1,175 @@
+#!/bin/sh
+# Guest suite: RoCE traffic through network faults.  netem on both ends of
+# the veth between two namespaces, so data and acknowledgements both suffer.
+# Under each fault the stock programs complete with their data checks
+# (ibv_rc_pingpong --chk, rping -V) and the bandwidth tools complete; the
+# figure after each PASS is the goodput.  Then, with a clean link,
+# faults_qp.py: link down past the retry budget, RNR with every rnr_retry,
+# and a one-deep receive queue.
+#
+#   qemu/run qemu/tests/faults.sh [quick|full] [PAIR...] [only=PROFILE,...]
+#
+# quick (the default, run by make check): pairs sr:sr and sr:rxe, the
+# profiles loss1 burst reorder dup corrupt.  full (make check-slow and
+# make check-debug): rxe:rxe too, as the reference, every profile, and a
+# goodput table, profile by profile, side by side.  A pair is SERVER:CLIENT
+# as in traffic.sh; the server end is in netns fa (fa0), the client end in
+# fb (fb0).  Lines: "PASS faults_PROFILE_TEST_SERVER_CLIENT goodput".
+. /src/qemu/tests/lib.sh
+. /src/qemu/tests/lib_pairs.sh
+
+NS_A=fa VETH_A=fa0 IP_A=10.66.0.1 IP6_A=fd66::1
+NS_B=fb VETH_B=fb0 IP_B=10.66.0.2 IP6_B=fd66::2
+T=60                # seconds for every program end (rxe under 5 % loss is slow)
+SLACK=${SLACK:-1}   # seconds over the spec's timer bounds (faults_qp.py)
+
+mode=quick pairs= only=
+for arg in "$@"; do
+    case $arg in
+    quick|full) mode=$arg ;;
+    only=*) only=$(echo "${arg#only=}" | tr ',' ' ') ;;
+    *:*) pairs="$pairs $arg" ;;
+    *) echo "FAIL faults_args: unknown argument $arg"; exit 1 ;;
+    esac
+done
+if [ $mode = full ]; then
+    PAIRS="sr:sr rxe:rxe sr:rxe"
+    PROFILES="clean loss0.1 loss1 loss5 burst reorder dup corrupt"
+else
+    PAIRS="sr:sr sr:rxe"
+    PROFILES="loss1 burst reorder dup corrupt"
+fi
+[ -n "$pairs" ] && PAIRS=$pairs
+[ -n "$only" ] && PROFILES=$only
+TESTS="rc_pingpong rping write_bw read_bw"
+
+# netem arguments of a profile (empty: no qdisc).
+netem_of() {
+    case $1 in
+    clean) echo "" ;;
+    loss0.1) echo "loss 0.1%" ;;
+    loss1) echo "loss 1%" ;;
+    loss5) echo "loss 5%" ;;
+    # Gilbert-Elliott: 0.5 % of packets enter the bad state, 25 % leave it
+    # (bursts of 4 on average); half lost in the bad state, none in the
+    # good one: about 1 % lost, in bursts.
+    burst) echo "loss gemodel 0.5% 25% 50% 0%" ;;
+    # A quarter of the packets go at once, the rest 1 ms later.
+    reorder) echo "delay 1ms reorder 25%" ;;
+    dup) echo "duplicate 1%" ;;
+    # Bit flips: the ICRC must catch those in the RoCE payload (IPv4 RoCE
+    # sends UDP checksum 0, so nothing else does).
+    corrupt) echo "corrupt 0.1%" ;;
+    *) return 1 ;;
+    esac
+}
+
+set_fault() { # PROFILE: the same netem on both ends
+    args=$(netem_of $1) || return 1
+    for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
+        set -- $e
+        ip netns exec $1 tc qdisc del dev $2 root 2>/dev/null
+        [ -z "$args" ] || ip netns exec $1 tc qdisc add dev $2 root netem $args || return 1
+    done
+}
+
+counter() { cat /sys/class/infiniband/$1/ports/1/hw_counters/$2 2>/dev/null || echo 0; }
+# The sum of a softrnic counter over the pair's softrnic ends.
+sr_sum() {
+    s=0
+    for d in $DEV_A $DEV_B; do case $d in sr_*) s=$((s + $(counter $d $1))) ;; esac; done
+    echo $s
+}
+
+# ---- the tests (each in its own subshell) ----
+
+PORT=18800
+t_rc_pingpong() { pingpong rc $PORT -s 4096 -n 100; }
+t_rping() {
+    s0=$(date +%s%N)
+    server rping -s -a $IP_A -p $((PORT + 7000)) -C 20 -S 4096 -V
+    ready "cm_listening $((PORT + 7000))"
+    client rping -c -a $IP_A -p $((PORT + 7000)) -C 20 -S 4096 -V
+    finish
+    # Each iteration: a 4 KiB RDMA READ and a 4 KiB RDMA WRITE, verified.
+    ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+    result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms)"
+}
+t_write_bw() { bw_test ib_write_bw $PORT -s 65536 -n 50; }
+t_read_bw() { bw_test ib_read_bw $PORT -s 65536 -n 50; }
+
+# ---- the pairs ----
+
+n=0 table=/tmp/goodput.txt
+: > $table
+for PAIR in $PAIRS; do
+    n=$((n + 1))
+    TYPE_A=${PAIR%%:*} TYPE_B=${PAIR#*:}
+    PAIR_TAG=${TYPE_A}_$TYPE_B
+    DEV_A=${TYPE_A}_fa$n DEV_B=${TYPE_B}_fb$n
+    SETUP_FAILED=
+    start=$(date +%s)
+    setup_pair > /tmp/setup.out 2>&1 || SETUP_FAILED=$(lastline /tmp/setup.out)
+    grep '^# ' /tmp/setup.out
+    [ -z "$SETUP_FAILED" ] || sed 's/^/    /' /tmp/setup.out
+    for prof in $PROFILES; do
+        if [ -z "$SETUP_FAILED" ] && ! set_fault $prof > /tmp/netem.out 2>&1; then
+            echo "FAIL faults_${prof}_netem_$PAIR_TAG: $(lastline /tmp/netem.out)"
+            continue
+        fi
+        icrc0=$(sr_sum rx_bad_icrc) re0=$(sr_sum retransmits)
+        for t in $TESTS; do
+            PORT=$((PORT + 1))
+            line=$(run_one $t | sed "s/^\(PASS\|FAIL\) /&faults_${prof}_/")
+            # Under heavy or bursty loss the retry budget may run out: that
+            # ends in the error the IBTA prescribes, which is then a pass.
+            case $prof:$line in
+            loss5:FAIL*|burst:FAIL*)
+                if echo "$line" | grep -q 'status 12\|retry counter exceeded\|(12)'; then
+                    name=$(echo "$line" | head -n 1 | awk '{print $2}' | tr -d :)
+                    line="PASS $name ended in IBV_WC_RETRY_EXC_ERR (retry_cnt exhausted)"
+                fi ;;
+            esac
+            echo "$line"
+            case $line in
+            *RETRY_EXC_ERR*) echo "$prof $t $PAIR_TAG retry-exceeded" >> $table ;;
+            PASS*) echo "$prof $t $PAIR_TAG $(echo "$line" | awk '{print $3}')" >> $table ;;
+            *) echo "$prof $t $PAIR_TAG failed" >> $table ;;
+            esac
+        done
+        echo "# $PAIR $prof: softrnic retransmits +$(( $(sr_sum retransmits) - re0 )), bad ICRC +$(( $(sr_sum rx_bad_icrc) - icrc0 ))"
+    done
+    if [ -z "$SETUP_FAILED" ]; then
+        set_fault clean
+        # Link down, RNR: softrnic is the requester (A) where the pair has one.
+        qa=$DEV_A ga=$GID_A qb=$DEV_B gb=$GID_B peer_ns=$NS_B peer_veth=$VETH_B
+        if [ $TYPE_A = rxe ] && [ $TYPE_B = sr ]; then
+            qa=$DEV_B ga=$GID_B qb=$DEV_A gb=$GID_A peer_ns=$NS_A peer_veth=$VETH_A
+        fi
+        timeout 300 python3 /src/qemu/tests/faults_qp.py $qa $ga $qb $gb $peer_ns $peer_veth $SLACK \
+            > /tmp/qp.out 2>&1
+        rc=$?
+        sed -n "s/^\(PASS\|FAIL\) /&faults_/; s/^\(PASS\|FAIL\) faults_[^ :]*/&_$PAIR_TAG/p" /tmp/qp.out
+        grep -q '^PASS\|^FAIL' /tmp/qp.out && [ $rc = 0 ] ||
+            { echo "FAIL faults_qp_$PAIR_TAG: faults_qp.py exited $rc"; tail -n 15 /tmp/qp.out | sed 's/^/    /'; }
+    fi
+    teardown_pair > /tmp/teardown.out 2>&1
+    grep '^# ' /tmp/teardown.out
+    echo "# $PAIR: $(( $(date +%s) - start ))s"
+done
+
+# The goodput table: one row per profile and test, one column per pair.
+if [ $mode = full ]; then
+    echo "# goodput (profile test: $(echo $PAIRS))"
+    for prof in $PROFILES; do
+        for t in $TESTS; do
+            row="# $prof $t:"
+            for PAIR in $PAIRS; do
+                tag=$(echo $PAIR | tr ':' '_')
+                v=$(awk -v p=$prof -v t=$t -v g=$tag '$1 == p && $2 == t && $3 == g { print $4 }' $table)
+                row="$row ${v:--}"
+            done
+            echo "$row"
+        done
+    done
+fi

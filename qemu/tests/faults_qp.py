@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""RC retry and RNR behaviour across a veth, end to end (faults.sh).
+
+usage: faults_qp.py DEV_A GID_A DEV_B GID_B PEER_NETNS PEER_VETH [SLACK]
+
+One process holds an RC QP on DEV_A (the requester) and one on DEV_B (the
+responder); the devices sit on the two ends of the veth, so every packet
+crosses it.  PEER_NETNS/PEER_VETH is B's end, set down to cut the link.
+SLACK (seconds, default 1) is the time allowed on top of the spec's bounds
+for a slow guest.  Prints "PASS name [result]" / "FAIL name: why":
+  link_down_retry_exc   the link down past the retry budget: a SEND ends in
+                        IBV_WC_RETRY_EXC_ERR no sooner than (retry_cnt + 1)
+                        local ACK timeouts and no later than 4 times that
+  link_down_short       the link down for less than the budget: the SEND
+                        completes once it is back up
+  rnr_retry_N           N = 0..6: no receive posted, IBV_WC_RNR_RETRY_EXC_ERR
+                        after exactly N + 1 RNR NAKs (counted by softrnic ends)
+  rnr_retry_7           7 is infinite: the SEND waits, RNR NAKed again and
+                        again, and completes once a receive is posted
+  shallow_rq            64 SENDs into a one-deep receive queue: every one
+                        arrives, in order, with its own bytes
+"""
+import os
+import subprocess
+import sys
+import time
+
+from pyverbs.qp import QPAttr
+from pyverbs.wr import RecvWR, SendWR, SGE
+import pyverbs.enums as e
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rc_pair import End, connect_pair, wait_wc  # noqa: E402
+
+DEV_A, GID_A, DEV_B, GID_B, PEER_NS, PEER_VETH = sys.argv[1:7]
+GID_A, GID_B = int(GID_A), int(GID_B)
+SLACK = float(sys.argv[7]) if len(sys.argv) > 7 else 1.0
+MSG = 1000
+A = End(DEV_A, GID_A)
+B = End(DEV_B, GID_B)
+
+
+def pair(recv_depth=4, **kw):
+    return connect_pair(A, B, recv_depth, **kw)
+
+
+def rnr_naks():
+    """RNR NAKs so far, as counted by a softrnic end (None when both are rxe)."""
+    n = B.counter('rnr_nak_sent')
+    return n if n is not None else A.counter('rnr_nak_received')
+
+
+def send(q, offset=0, length=MSG, wr_id=0):
+    q.post_send(SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
+                       sg=[SGE(A.mr.buf + offset, length, A.mr.lkey)],
+                       send_flags=e.IBV_SEND_SIGNALED))
+
+
+def recv(q, offset=0, length=MSG, wr_id=0):
+    q.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(B.mr.buf + offset, length, B.mr.lkey)]))
+
+
+def state(q):
+    attr, _ = q.query(e.IBV_QP_STATE)
+    return attr.qp_state
+
+
+def link(up):
+    subprocess.run(['ip', '-n', PEER_NS, 'link', 'set', PEER_VETH, 'up' if up else 'down'], check=True)
+
+
+def ack_timeout(t):
+    return 4.096e-6 * (1 << t)
+
+
+def check(name, fn):
+    try:
+        res = fn()
+        print('PASS %s%s' % (name, ' ' + res if res else ''), flush=True)
+    except AssertionError as ex:
+        print('FAIL %s: %s' % (name, ex), flush=True)
+
+
+def link_down_retry_exc():
+    timeout, retry = 12, 3                 # 16.8 ms, 4 transmissions
+    qa, cqa, qb, _ = pair(timeout=timeout, retry=retry)
+    recv(qb)
+    link(False)
+    try:
+        t0 = time.time()
+        send(qa)
+        budget = (retry + 1) * ack_timeout(timeout)
+        wc = wait_wc(cqa, 4 * budget + SLACK + 5)
+        took = time.time() - t0
+    finally:
+        link(True)
+    assert wc is not None, 'no completion in %.1f s' % (4 * budget + SLACK + 5)
+    assert wc.status == e.IBV_WC_RETRY_EXC_ERR, 'status %d' % wc.status
+    assert took >= budget * 0.99, 'after %.3f s, before the %.3f s budget' % (took, budget)
+    assert took <= 4 * budget + SLACK, 'after %.3f s, past 4 x %.3f s (+%.1f s slack)' % (took, budget, SLACK)
+    assert state(qa) == e.IBV_QPS_ERR, 'requester state %d' % state(qa)
+    return '%.0fms (budget %.0f..%.0fms)' % (took * 1e3, budget * 1e3, 4 * budget * 1e3)
+
+
+def link_down_short():
+    timeout, retry = 14, 7                 # 67 ms, 8 transmissions: >= 0.5 s
+    qa, cqa, qb, cqb = pair(timeout=timeout, retry=retry)
+    recv(qb)
+    A.mr.write(b'\x5a' * MSG, MSG, 0)
+    link(False)
+    try:
+        send(qa)
+        time.sleep(0.15)
+    finally:
+        link(True)
+    wc = wait_wc(cqa, 10 + SLACK)
+    assert wc is not None, 'no completion in %.1f s after the link came back' % (10 + SLACK)
+    assert wc.status == e.IBV_WC_SUCCESS, 'status %d' % wc.status
+    wr = wait_wc(cqb, 5)
+    assert wr is not None and wr.status == e.IBV_WC_SUCCESS, 'no good receive completion'
+    assert B.mr.read(MSG, 0) == b'\x5a' * MSG, 'received bytes differ'
+
+
+def rnr_exhausted(n):
+    def run():
+        qa, cqa, qb, _ = pair(rnr=n)  # (qb kept: dropping it destroys it)
+        before_b, before_a = B.counter('rnr_nak_sent'), A.counter('rnr_nak_received')
+        send(qa)
+        wc = wait_wc(cqa, 10 + SLACK)
+        assert wc is not None, 'no completion in %.1f s' % (10 + SLACK)
+        assert wc.status == e.IBV_WC_RNR_RETRY_EXC_ERR, 'status %d' % wc.status
+        assert state(qa) == e.IBV_QPS_ERR, 'requester state %d' % state(qa)
+        time.sleep(0.05)  # ib_core caches hw counters for 10 ms
+        seen = []
+        if before_b is not None:
+            sent = B.counter('rnr_nak_sent') - before_b
+            assert sent == n + 1, 'responder sent %d RNR NAKs, expected %d' % (sent, n + 1)
+            seen.append('%d sent' % sent)
+        if before_a is not None:
+            got = A.counter('rnr_nak_received') - before_a
+            assert got == n + 1, 'requester took %d RNR NAKs, expected %d' % (got, n + 1)
+            seen.append('%d received' % got)
+        return 'RNR NAKs: ' + (', '.join(seen) if seen else 'not counted by rxe')
+    return run
+
+
+def rnr_infinite():
+    qa, cqa, qb, cqb = pair(rnr=7)
+    before = rnr_naks()
+    A.mr.write(b'\xa5' * MSG, MSG, 0)
+    send(qa)
+    time.sleep(0.5)
+    n, _ = cqa.poll(1)
+    assert n == 0, 'completed with no receive posted'
+    if before is not None:
+        now = rnr_naks()  # (0.5 s later: past the counters' 10 ms cache)
+        assert now - before > 8, 'only %d RNR NAKs in 0.5 s (past rnr_retry 6)' % (now - before)
+    recv(qb)
+    wc = wait_wc(cqa, 5 + SLACK)
+    assert wc is not None, 'no completion after the receive was posted'
+    assert wc.status == e.IBV_WC_SUCCESS, 'status %d' % wc.status
+    assert B.mr.read(MSG, 0) == b'\xa5' * MSG, 'received bytes differ'
+    return '%d RNR NAKs before the receive' % (now - before) if before is not None else ''
+
+
+def shallow_rq():
+    count = 64
+    qa, cqa, qb, cqb = pair(recv_depth=1, rnr=7)
+    for i in range(count):
+        A.mr.write(bytes([i]) * MSG, MSG, i * MSG)
+    before = rnr_naks()
+    recv(qb, 0, MSG, 0)
+    for i in range(count):
+        send(qa, i * MSG, MSG, i)
+    got = 0
+    end = time.time() + 30 + SLACK
+    while got < count and time.time() < end:
+        n, wcs = cqb.poll(1)
+        if n == 0:
+            time.sleep(0.0005)
+            continue
+        wc = wcs[0]
+        assert wc.status == e.IBV_WC_SUCCESS, 'receive %d: status %d' % (got, wc.status)
+        data = B.mr.read(MSG, 0)
+        assert data == bytes([got]) * MSG, 'receive %d holds message %d' % (got, data[0])
+        got += 1
+        if got < count:
+            recv(qb, 0, MSG, got)
+    assert got == count, '%d of %d messages arrived' % (got, count)
+    sent = 0
+    while sent < count and time.time() < end:
+        n, wcs = cqa.poll(1)
+        if n == 0:
+            time.sleep(0.0005)
+            continue
+        assert wcs[0].status == e.IBV_WC_SUCCESS, 'send %d: status %d' % (sent, wcs[0].status)
+        sent += 1
+    assert sent == count, '%d of %d sends completed' % (sent, count)
+    return '%d RNR NAKs' % (rnr_naks() - before) if before is not None else ''
+
+
+if os.environ.get('ONLY') != 'rnr':
+    check('link_down_retry_exc', link_down_retry_exc)
+    check('link_down_short', link_down_short)
+for n in range(7):
+    check('rnr_retry_%d' % n, rnr_exhausted(n))
+check('rnr_retry_7', rnr_infinite)
+check('shallow_rq', shallow_rq)

@@ -1,0 +1,190 @@
+# Helpers for guest suites that run stock RDMA programs between two RoCE
+# devices in two network namespaces joined by a veth pair (traffic.sh,
+# faults.sh).  Sourced after lib.sh; the suite sets NS_A VETH_A IP_A IP6_A,
+# NS_B VETH_B IP_B IP6_B, DEV_A DEV_B, TYPE_A TYPE_B (rxe or sr), PAIR,
+# PAIR_TAG and T (seconds per program end).
+
+# errline FILE: the last error-looking line of FILE; lastline: that, else the last line.
+errline() {
+    grep -iE 'error|fail|couldn|unable|mismatch|invalid|refused|unreach' "$1" 2>/dev/null | tail -n 1 |
+        sed 's/^[[:space:]]*//' | cut -c1-160
+}
+lastline() {
+    l=$(errline "$1")
+    [ -n "$l" ] || l=$(grep -v '^[[:space:]]*$' "$1" 2>/dev/null | tail -n 1 | sed 's/^[[:space:]]*//' | cut -c1-160)
+    echo "$l"
+}
+# ended WHO STATUS FILE: "WHO timed out after Ts[: error line]" / "WHO exited N: last line".
+ended() {
+    if [ "$2" = 124 ]; then w="$1 timed out after ${T}s" l=$(errline "$3")
+    else w="$1 exited $2" l=$(lastline "$3"); fi
+    echo "$w${l:+: $l}"
+}
+
+# server CMD...: start CMD in netns A in the background; output in /tmp/srv.out
+# (line-buffered, so that a program killed on timeout still shows how far it got).
+server() {
+    ip netns exec $NS_A timeout $T stdbuf -oL "$@" > /tmp/srv.out 2>&1 &
+    SRV=$!
+}
+
+# client CMD...: run CMD in netns B; output in /tmp/cli.out, status in CLI_RC.
+client() {
+    ip netns exec $NS_B timeout $T stdbuf -oL "$@" > /tmp/cli.out 2>&1
+    CLI_RC=$?
+}
+
+# ready CONDITION: wait until CONDITION holds (the server listens); fail if
+# the server exits first or it takes 20 s.
+ready() {
+    wait_for "! kill -0 $SRV || { $1; }" 100
+    if kill -0 $SRV 2>/dev/null && eval "$1" >/dev/null 2>&1; then return 0; fi
+    kill $SRV 2>/dev/null; wait $SRV; rc=$?
+    cat /tmp/srv.out
+    fail "server not ready: $(ended server $rc /tmp/srv.out)"
+}
+tcp_listening() { ip netns exec $NS_A ss -Hltn "sport = :$1" | grep -q .; }
+cm_listening() { rdma resource show cm_id | grep -q "state LISTEN .* src-addr $IP_A:$1 "; }
+
+# finish: wait for the server (killed if the client failed), show both
+# outputs, and fail unless both ends exited 0.
+finish() {
+    [ "$CLI_RC" = 0 ] || kill $SRV 2>/dev/null
+    wait $SRV
+    SRV_RC=$?
+    echo "--- server: exit $SRV_RC"; cat /tmp/srv.out
+    echo "--- client: exit $CLI_RC"; cat /tmp/cli.out
+    [ "$CLI_RC" = 0 ] || fail "$(ended client "$CLI_RC" /tmp/cli.out)"
+    [ "$SRV_RC" = 0 ] || fail "$(ended server "$SRV_RC" /tmp/srv.out)"
+}
+
+# completed: both ends printed "data transfers complete" (the rdma_cm
+# examples print "test complete" and may exit 0 after an error event).
+completed() {
+    grep -q 'data transfers complete' /tmp/srv.out || fail "server: no data transfers complete: $(lastline /tmp/srv.out)"
+    grep -q 'data transfers complete' /tmp/cli.out || fail "client: no data transfers complete: $(lastline /tmp/cli.out)"
+}
+
+# result TEXT: the text after the test's name on its PASS line.
+result() { echo "RESULT: $*"; }
+
+# pingpong rc|uc|ud|srq PORT ARGS...: both ends of ibv_X_pingpong --chk.
+pingpong() {
+    kind=$1 port=$2; shift 2
+    server ibv_${kind}_pingpong -d $DEV_A -g $GID_A -p $port --chk "$@"
+    ready "tcp_listening $port"
+    client ibv_${kind}_pingpong -d $DEV_B -g $GID_B -p $port --chk "$@" $IP_A
+    finish
+    result "$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' /tmp/cli.out | head -n 1)"
+}
+
+# perftest PROGRAM PORT ARGS...: both ends of a perftest program (TCP
+# out-of-band exchange); the client's results table is in /tmp/cli.out.
+perftest() {
+    prog=$1 port=$2; shift 2
+    server $prog -d $DEV_A -x $GID_A -p $port -F "$@"
+    ready "tcp_listening $port"
+    client $prog -d $DEV_B -x $GID_B -p $port -F "$@" $IP_A
+    finish
+}
+
+# column HEADER_WORD N: field N of the first numeric row after the header
+# line containing HEADER_WORD in the client's results table.
+column() {
+    awk -v h="$1" -v n="$2" 'index($0, h) { t = 1; next }
+        t && $1 ~ /^[0-9]+$/ && NF >= n { print $n; exit }' /tmp/cli.out
+}
+
+bw_test() {
+    perftest "$@"
+    bw=$(column 'BW average' 4)
+    [ -n "$bw" ] || fail "no BW average in the client's output"
+    unit=$(sed -n 's/.*BW average\[\([A-Za-z]*\)\/sec\].*/\1/p' /tmp/cli.out | head -n 1)
+    result "$bw${unit:-MB}/s"
+}
+
+# make_dev TYPE NETNS NETDEV NAME
+make_dev() {
+    case $1 in
+    rxe) modprobe rdma_rxe || return 1; lt=rxe ;;
+    sr) modprobe softrnic || return 1; lt=softrnic_roce ;;
+    *) echo "unknown device type $1"; return 1 ;;
+    esac
+    ip netns exec $2 rdma link add $4 type $lt netdev $3
+}
+
+# gid_index DEV IP: the index of DEV's RoCE v2 GID for IPv4 address IP
+# (ibv_devinfo asks the kernel for the table; reading rxe's ~1000 GID sysfs
+# files would take half a minute under TCG).
+gid_index() {
+    ibv_devinfo -v -d "$1" |
+        sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:$(echo "$2" | sed 's/\./\\./g'), RoCE v2\$/\1/p" |
+        head -n 1
+}
+# gid6_index DEV IP6: the same for an IPv6 address.
+gid6_index() {
+    ibv_devinfo -v -d "$1" | sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*$2, RoCE v2\$/\1/p" | head -n 1
+}
+active_mtu() { ibv_devinfo -d "$1" | sed -n 's/^[[:space:]]*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p'; }
+
+setup_pair() { # TYPE_A TYPE_B
+    ip netns add $NS_A && ip netns add $NS_B || return 1
+    ip link add $VETH_A netns $NS_A type veth peer name $VETH_B netns $NS_B || return 1
+    for s in "$NS_A $VETH_A $IP_A $IP6_A" "$NS_B $VETH_B $IP_B $IP6_B"; do
+        set -- $s
+        ip -n $1 link set lo up && ip -n $1 addr add $3/24 dev $2 &&
+            ip -n $1 addr add $4/64 dev $2 nodad && ip -n $1 link set $2 up &&
+            ip -n $1 route add 224.0.0.0/4 dev $2 || return 1
+    done
+    make_dev $TYPE_A $NS_A $VETH_A $DEV_A || return 1
+    make_dev $TYPE_B $NS_B $VETH_B $DEV_B || return 1
+    for d in $DEV_A $DEV_B; do
+        wait_for "ibv_devinfo -d $d | grep -q PORT_ACTIVE" 100 || { echo "$d: port not active"; return 1; }
+    done
+    wait_for '[ -n "$(gid_index $DEV_A $IP_A)" ] && [ -n "$(gid_index $DEV_B $IP_B)" ]' 100 ||
+        { echo "no RoCE v2 GID for $IP_A on $DEV_A or $IP_B on $DEV_B"; ibv_devinfo -v -d $DEV_A | grep GID;
+          ibv_devinfo -v -d $DEV_B | grep GID; return 1; }
+    GID_A=$(gid_index $DEV_A $IP_A) GID_B=$(gid_index $DEV_B $IP_B)
+    MTU_A=$(active_mtu $DEV_A) MTU_B=$(active_mtu $DEV_B)
+    MTU=$MTU_A; [ "$MTU_B" -lt "$MTU" ] && MTU=$MTU_B
+    echo "# $PAIR: $DEV_A ($NS_A $IP_A gid $GID_A mtu $MTU_A) <-> $DEV_B ($NS_B $IP_B gid $GID_B mtu $MTU_B)"
+}
+
+# Stop whatever a test left running in the two namespaces (our servers).
+kill_leftovers() {
+    pids=$(ip netns pids $NS_A 2>/dev/null; ip netns pids $NS_B 2>/dev/null)
+    [ -n "$pids" ] || return 0
+    kill $pids 2>/dev/null
+    wait_for '[ -z "$(ip netns pids $NS_A; ip netns pids $NS_B)" ]' 10 && return 0
+    kill -9 $(ip netns pids $NS_A 2>/dev/null; ip netns pids $NS_B 2>/dev/null) 2>/dev/null
+}
+
+teardown_pair() {
+    kill_leftovers
+    for d in $DEV_A $DEV_B; do
+        rdma link show $d/1 >/dev/null 2>&1 && { timeout 60 rdma link del $d || echo "# rdma link del $d failed"; }
+    done
+    ip netns del $NS_A 2>/dev/null; ip netns del $NS_B 2>/dev/null
+}
+
+# run_one TEST: one PASS/FAIL line named TEST_SERVER_CLIENT.
+run_one() {
+    name=${1}_$PAIR_TAG
+    if [ -n "$SETUP_FAILED" ]; then
+        echo "FAIL $name: pair setup failed: $SETUP_FAILED"
+        return 1
+    fi
+    ( set +e; "t_$1" ) > /tmp/test.out 2>&1 < /dev/null
+    rc=$?
+    kill_leftovers
+    if [ $rc = 0 ]; then
+        res=$(sed -n 's/^RESULT: //p' /tmp/test.out | tail -n 1)
+        echo "PASS $name${res:+ $res}"
+    else
+        why=$(grep '^FAIL_REASON: ' /tmp/test.out | tail -n 1 | sed 's/^FAIL_REASON: //')
+        echo "FAIL $name: ${why:-exited non-zero}"
+        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 15 | sed 's/^/    /'
+    fi
+    return $rc
+}
+

@@ -124,7 +124,7 @@ test_gid_table_holds_netdev_addresses() {
 }
 
 test_port_state_and_events_follow_netdev() {
-    timeout 20 ibv_asyncwatch -d sr0 > /tmp/events 2>&1 &
+    timeout $((20 * SLOW)) ibv_asyncwatch -d sr0 > /tmp/events 2>&1 &
     w=$!
     sleep 2
     ip link set vd0 down
@@ -168,7 +168,7 @@ test_bad_link_add_loopback() {
 
 # A process holding a user context open on DEV until killed.
 hold_context() {
-    timeout 60 python3 -c "
+    timeout $((60 * SLOW)) python3 -c "
 import sys, time
 from pyverbs.device import Context
 ctx = Context(name='$1')
@@ -183,7 +183,7 @@ test_netdev_delete_under_open_context() {
     rdma link add sf0 type softrnic_roce netdev vf0 || fail "add"
     pid=$(hold_context sf0)
     wait_for 'grep -q open /tmp/hold.sf0' || fail "context did not open: $(cat /tmp/hold.sf0)"
-    timeout 30 ip link del vf0 || fail "ip link del hung or failed with a context open"
+    timeout $((30 * SLOW)) ip link del vf0 || fail "ip link del hung or failed with a context open"
     wait_for '[ ! -e /sys/class/infiniband/sf0 ]' || fail "device still present after its netdev went away"
     kill $pid 2>/dev/null; wait $pid 2>/dev/null
     true
@@ -193,7 +193,7 @@ test_rmmod_with_open_context() {
     pid=$(hold_context sr0)
     wait_for 'grep -q open /tmp/hold.sr0' || fail "context did not open: $(cat /tmp/hold.sr0)"
     # Either refused as in use, or the context is disassociated: never a hang.
-    if timeout 30 rmmod softrnic; then
+    if timeout $((30 * SLOW)) rmmod softrnic; then
         [ ! -e /sys/class/infiniband/sr0 ] || fail "device left after rmmod"
     else
         rc=$?
@@ -210,7 +210,7 @@ test_rmmod_with_devices_present() {
     veth_pair vg0 vg1
     rdma link add sg0 type softrnic_roce netdev vg0 || fail "add roce"
     rdma link add sg1 type softrnic_iwarp netdev vg1 || fail "add iwarp"
-    timeout 30 rmmod softrnic || fail "rmmod with devices present"
+    timeout $((30 * SLOW)) rmmod softrnic || fail "rmmod with devices present"
     [ ! -e /sys/class/infiniband/sg0 ] && [ ! -e /sys/class/infiniband/sg1 ] || fail "devices left"
     ip link del vg0
 }
@@ -223,7 +223,7 @@ test_netns_teardown() {
     ip -n nsx link set vh0 up
     ip netns exec nsx rdma link add sh0 type softrnic_roce netdev vh0 || fail "add in netns"
     [ -e /sys/class/infiniband/sh0 ] || fail "device missing"
-    timeout 30 ip netns del nsx || fail "netns del"
+    timeout $((30 * SLOW)) ip netns del nsx || fail "netns del"
     wait_for '[ ! -e /sys/class/infiniband/sh0 ]' || fail "device survived its netns"
     ip link del vh1 2>/dev/null
     true
@@ -250,10 +250,10 @@ test_rxe_and_siw_beside_softrnic() {
     [ ! -e /sys/class/infiniband/rxe1/softrnic_transport ] || fail "rxe carries our attribute"
     ibv_devinfo -d siw0 | grep -q 'transport:.*iWARP' || fail "siw0 not handled by its provider"
     # rxe still moves data with softrnic loaded.
-    ip netns exec nr1 timeout 30 ibv_rc_pingpong -d rxe1 -g 1 -n 5 > /tmp/pp.srv 2>&1 &
+    ip netns exec nr1 timeout $((30 * SLOW)) ibv_rc_pingpong -d rxe1 -g 1 -n 5 > /tmp/pp.srv 2>&1 &
     s=$!
     sleep 2
-    ip netns exec nr2 timeout 30 ibv_rc_pingpong -d rxe2 -g 1 -n 5 10.82.0.1 > /tmp/pp.cli 2>&1 ||
+    ip netns exec nr2 timeout $((30 * SLOW)) ibv_rc_pingpong -d rxe2 -g 1 -n 5 10.82.0.1 > /tmp/pp.cli 2>&1 ||
         fail "rxe pingpong failed: $(cat /tmp/pp.cli /tmp/pp.srv)"
     wait $s || fail "rxe pingpong server failed: $(cat /tmp/pp.srv)"
     for d in rxe1 rxe2 siw0 sr1; do rdma link del $d 2>/dev/null; done

@@ -51,10 +51,10 @@ fuzz_device() { # DEVICE SEED
 still_works() { # DEVICE
     gid=$(ibv_devinfo -v -d $1 | sed -n 's/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:10\.55\.0\.[12].*/\1/p' | head -n 1)
     [ -n "$gid" ] || fail "$1 has no IPv4 GID"
-    timeout 60 ibv_rc_pingpong -d $1 -g $gid -p 18911 -n 20 --chk > /tmp/pp_s.out 2>&1 &
+    timeout $((60 * SLOW)) ibv_rc_pingpong -d $1 -g $gid -p 18911 -n 20 --chk > /tmp/pp_s.out 2>&1 &
     s=$!
     wait_for "ss -Hltn 'sport = :18911' | grep -q ." 100 || fail "pingpong server did not start"
-    timeout 60 ibv_rc_pingpong -d $1 -g $gid -p 18911 -n 20 --chk localhost > /tmp/pp_c.out 2>&1 ||
+    timeout $((60 * SLOW)) ibv_rc_pingpong -d $1 -g $gid -p 18911 -n 20 --chk localhost > /tmp/pp_c.out 2>&1 ||
         { cat /tmp/pp_c.out; fail "pingpong after fuzzing failed"; }
     wait $s || { cat /tmp/pp_s.out; fail "pingpong server after fuzzing failed"; }
 }

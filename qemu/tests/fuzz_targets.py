@@ -59,12 +59,12 @@ def to_init(q, kind):
         q.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
 
 
-def to_rtr(q, kind, dest=0x123, dgid=peer):
+def to_rtr(q, kind, dest=0x123, dgid=peer, rq_psn=RQ_PSN):
     a = QPAttr(qp_state=e.IBV_QPS_RTR)
     if kind == 'ud':
         q.modify(a, e.IBV_QP_STATE)
         return
-    a.path_mtu, a.dest_qp_num, a.rq_psn = e.IBV_MTU_1024, dest, RQ_PSN
+    a.path_mtu, a.dest_qp_num, a.rq_psn = e.IBV_MTU_1024, dest, rq_psn
     a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=dgid, sgid_index=idx, hop_limit=64))
     mask = e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN | e.IBV_QP_RQ_PSN
     if kind == 'rc':
@@ -153,7 +153,7 @@ def healthy():
                           cap=QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)))
     for x, y in ((a, b), (b, a)):
         to_init(x, 'rc')
-        to_rtr(x, 'rc', dest=y.qp_num, dgid=own)
+        to_rtr(x, 'rc', dest=y.qp_num, dgid=own, rq_psn=SQ_PSN)
         to_rts(x, 'rc')
     src = MR(pd, 8192, ALL)
     src.write(bytes(range(256)) * 16, 4096, 0)

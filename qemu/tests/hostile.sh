@@ -136,10 +136,10 @@ td_setup() {
 gid1() { ibv_devinfo -v -d $1 | grep 'GID\[' | grep '::ffff:' | head -n 1 | sed 's/.*GID\[ *\([0-9]*\)\].*/\1/'; }
 bw_pair() {  # PROGRAM: server in ha, client in hb, 30 s of traffic
     PORT=$((PORT + 1))
-    ip netns exec ha timeout 40 stdbuf -oL $1 -d hx0 -x $(gid1 hx0) -D 30 -p $PORT > /tmp/bw_s.out 2>&1 &
+    ip netns exec ha timeout $((40 * SLOW)) stdbuf -oL $1 -d hx0 -x $(gid1 hx0) -D 30 -p $PORT > /tmp/bw_s.out 2>&1 &
     S=$!
     wait_for "ip netns exec ha ss -Hltn 'sport = :$PORT' | grep -q ." 100 || fail "server not listening"
-    ip netns exec hb timeout 40 stdbuf -oL $1 -d hy0 -x $(gid1 hy0) -D 30 -p $PORT 10.88.0.1 > /tmp/bw_c.out 2>&1 &
+    ip netns exec hb timeout $((40 * SLOW)) stdbuf -oL $1 -d hy0 -x $(gid1 hy0) -D 30 -p $PORT 10.88.0.1 > /tmp/bw_c.out 2>&1 &
     C=$!
     if ! wait_for 'grep -q "#bytes" /tmp/bw_c.out' 150; then
         cat /tmp/bw_s.out /tmp/bw_c.out
@@ -185,7 +185,7 @@ test_rmmod_during_traffic() {
 # initial namespace (so it keeps no namespace alive); returns once data moves.
 flow_from_outside() {
     td_setup
-    timeout 120 python3 $T/teardown_traffic.py hx0 $(gid1 hx0) hy0 $(gid1 hy0) 60 > /tmp/flow.out 2>&1 &
+    timeout $((120 * SLOW)) python3 $T/teardown_traffic.py hx0 $(gid1 hx0) hy0 $(gid1 hy0) 60 > /tmp/flow.out 2>&1 &
     F=$!
     wait_for 'grep -q "^moving" /tmp/flow.out' 300 || { kill $F; cat /tmp/flow.out; fail "no traffic"; }
 }
@@ -220,7 +220,7 @@ test_netns_del_during_traffic() {
 test_thousands_of_objects() {
     td_setup
     for i in 1 2 3 4 5 6; do
-        ip netns exec ha timeout 600 python3 $T/verbs_churn.py hx0 $i 350 hold > /tmp/hold.$i 2>&1 &
+        ip netns exec ha timeout $((600 * SLOW)) python3 $T/verbs_churn.py hx0 $i 350 hold > /tmp/hold.$i 2>&1 &
         eval P$i=$!
     done
     wait_for 'grep -q holding /tmp/hold.5 && grep -q holding /tmp/hold.6' 1500 ||
@@ -240,7 +240,7 @@ test_thousands_of_objects() {
 # objects do no harm.
 test_fork_after_registration() {
     td_setup
-    ip netns exec ha timeout 120 python3 $T/fork_check.py hx0 $(gid1 hx0) > /tmp/fork.out 2>&1 ||
+    ip netns exec ha timeout $((120 * SLOW)) python3 $T/fork_check.py hx0 $(gid1 hx0) > /tmp/fork.out 2>&1 ||
         { cat /tmp/fork.out; fail "$(grep -m1 FAIL /tmp/fork.out || tail -n 1 /tmp/fork.out)"; }
     cat /tmp/fork.out
 }

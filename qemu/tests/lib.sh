@@ -7,10 +7,15 @@ fail() {
     exit 1
 }
 
-# wait_for 'CONDITION' [TRIES]: poll a shell condition every 0.2 s (default 10 s).
+# How much slower this kernel is than the stock one (qemu/run sets it for the
+# debug kernel): waits and program timeouts stretch by it.
+SLOW=${SOFTRNIC_SLOW:-1}
+
+# wait_for 'CONDITION' [TRIES]: poll a shell condition every 0.2 s (default
+# 10 s), SLOW times as long.
 wait_for() {
     _n=0
-    while [ $_n -lt "${2:-50}" ]; do
+    while [ $_n -lt $(( ${2:-50} * SLOW )) ]; do
         eval "$1" >/dev/null 2>&1 && return 0
         sleep 0.2
         _n=$((_n + 1))

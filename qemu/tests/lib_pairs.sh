@@ -162,7 +162,7 @@ kill_leftovers() {
 teardown_pair() {
     kill_leftovers
     for d in $DEV_A $DEV_B; do
-        rdma link show $d/1 >/dev/null 2>&1 && { timeout 60 rdma link del $d || echo "# rdma link del $d failed"; }
+        rdma link show $d/1 >/dev/null 2>&1 && { timeout $((60 * SLOW)) rdma link del $d || echo "# rdma link del $d failed"; }
     done
     ip netns del $NS_A 2>/dev/null; ip netns del $NS_B 2>/dev/null
 }

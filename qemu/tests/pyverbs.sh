@@ -26,7 +26,7 @@ rdma link add pi0 type softrnic_iwarp netdev vp1
 wait_for 'ibv_devinfo -d pr0 | grep -q PORT_ACTIVE'
 
 run() {  # DEVICE MODULE [--no-data]
-    timeout 300 python3 /src/qemu/tests/pyverbs_run.py /tmp/rdma-tests "$@" 2>&1 ||
+    timeout $((300 * SLOW)) python3 /src/qemu/tests/pyverbs_run.py /tmp/rdma-tests "$@" 2>&1 ||
         echo "FAIL pyverbs_${2}_$1: runner exited non-zero (timeout or crash)"
 }
 for m in $ROCE_MODULES; do run pr0 $m; done

@@ -23,8 +23,8 @@ TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_ping
 NS_A=ta VETH_A=ta0 IP_A=10.77.0.1 IP6_A=fd77::1
 NS_B=tb VETH_B=tb0 IP_B=10.77.0.2 IP6_B=fd77::2
 MCAST=239.77.0.1
-T_NORMAL=20     # seconds for every program end (rxe needs about 1 s)
-T_QUICK=5       # ... once rc_pingpong has failed on a pair (keeps a broken pair short)
+T_NORMAL=$((20 * SLOW))  # seconds for every program end (rxe needs about 1 s)
+T_QUICK=$((5 * SLOW))    # ... once rc_pingpong has failed on a pair (keeps a broken pair short)
 T=$T_NORMAL
 ICRC=/src/qemu/tests/roce_icrc.py
 
@@ -134,7 +134,7 @@ t_send_lat() {
 # to the run directory (/job) for a closer look.
 t_capture() {
     f=/tmp/$PAIR_TAG.pcap
-    ip netns exec $NS_A timeout 300 dumpcap -q -F pcap -i $VETH_A -w $f > /tmp/cap.out 2>&1 &
+    ip netns exec $NS_A timeout $((300 * SLOW)) dumpcap -q -F pcap -i $VETH_A -w $f > /tmp/cap.out 2>&1 &
     cap=$!
     wait_for "grep -q 'Capturing on' /tmp/cap.out" 100 || { cat /tmp/cap.out; fail "dumpcap did not start"; }
     pp_why=

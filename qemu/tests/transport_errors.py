@@ -13,6 +13,7 @@ one connected to a peer that does not exist.  Checks, printing "PASS name" /
                     the requester, the responder QP in ERR
   no_remote_write   an RDMA WRITE to a QP without remote write: the same
 """
+import os
 import sys
 import time
 
@@ -24,6 +25,9 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 import pyverbs.enums as e
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rc_pair import wait_wc  # noqa: E402
 
 dev = sys.argv[1]
 ctx = Context(name=dev)
@@ -53,16 +57,6 @@ def connect(q, dest_qpn, dgid, access=e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_L
     a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry, rnr, 0, 1
     q.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
              e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
-
-
-def wait_wc(cq, seconds):
-    end = time.time() + seconds
-    while time.time() < end:
-        n, wcs = cq.poll(1)
-        if n > 0:
-            return wcs[0]
-        time.sleep(0.001)
-    return None
 
 
 def state(q):
@@ -103,10 +97,12 @@ def retry_exhausted():
 
 
 def pair(access_b=e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_LOCAL_WRITE, rnr=3):
+    # timeout 14 (67 ms): the NAKs these tests wait for must not lose the
+    # race against the ACK timeout on a slow (debug) kernel.
     cq_a, cq_b = CQ(ctx, 8), CQ(ctx, 8)
     a, b = qp(cq_a), qp(cq_b)
-    connect(a, b.qp_num, own, rnr=rnr)
-    connect(b, a.qp_num, own, access=access_b, rnr=rnr)
+    connect(a, b.qp_num, own, rnr=rnr, timeout=14)
+    connect(b, a.qp_num, own, access=access_b, rnr=rnr, timeout=14)
     return (a, cq_a), (b, cq_b)
 
 

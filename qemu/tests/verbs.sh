@@ -20,7 +20,7 @@ setup() {
 test_device_fatal_on_netdev_removal() {
     ip link add vf0 type veth peer name vf1 && ip link set vf0 up && ip link set vf1 up
     rdma link add sf0 type softrnic_roce netdev vf0 || fail "link add"
-    timeout 20 ibv_asyncwatch -d sf0 > /tmp/watch.out 2>&1 &
+    timeout $((20 * SLOW)) ibv_asyncwatch -d sf0 > /tmp/watch.out 2>&1 &
     w=$!
     sleep 2
     ip link del vf0
@@ -31,7 +31,7 @@ test_device_fatal_on_netdev_removal() {
 }
 
 test_gid_change_event() {
-    timeout 20 ibv_asyncwatch -d sr0 > /tmp/gid.out 2>&1 &
+    timeout $((20 * SLOW)) ibv_asyncwatch -d sr0 > /tmp/gid.out 2>&1 &
     w=$!
     sleep 2
     ip addr add 10.0.9.1/24 dev vv0
@@ -60,15 +60,15 @@ test_kernel_consumer_gsi_qp() {
 # ops unguarded).
 test_rdma_cm_on_iwarp_refuses_cleanly() {
     ip addr add 10.0.5.1/24 dev vv1
-    timeout 4 rping -s -C 1 > /tmp/rping_any.out 2>&1
+    timeout $((4 * SLOW)) rping -s -C 1 > /tmp/rping_any.out 2>&1
     rc=$?
     cat /tmp/rping_any.out
     [ $rc = 124 ] || fail "wildcard listen did not stay up (rc $rc)"
-    timeout 30 rping -s -a 10.0.5.1 -C 1 > /tmp/rping_s.out 2>&1 &
+    timeout $((30 * SLOW)) rping -s -a 10.0.5.1 -C 1 > /tmp/rping_s.out 2>&1 &
     s=$!
     sleep 1
     # (rping's client does not exit after a failed connect; rdma_client does.)
-    timeout 20 rdma_client -s 10.0.5.1 > /tmp/rping_c.out 2>&1
+    timeout $((20 * SLOW)) rdma_client -s 10.0.5.1 > /tmp/rping_c.out 2>&1
     rc=$?
     kill $s 2>/dev/null; wait $s
     cat /tmp/rping_s.out /tmp/rping_c.out
@@ -88,12 +88,12 @@ test_rdma_cm_on_roce_then_device_removal() {
     ip addr add 10.0.6.1/24 dev vc0
     rdma link add sc0 type softrnic_roce netdev vc0 || fail "link add"
     wait_for 'ibv_devinfo -d sc0 | grep -q PORT_ACTIVE'
-    timeout 8 rping -c -a 10.0.6.2 -C 1 -v > /tmp/rping.out 2>&1
+    timeout $((8 * SLOW)) rping -c -a 10.0.6.2 -C 1 -v > /tmp/rping.out 2>&1
     echo "rping client: $?"
     cat /tmp/rping.out
     grep -q ADDR_ERROR /tmp/rping.out && fail "address resolution failed: no CM REQ was sent"
 
-    timeout 60 rdma link del sc0 || fail "rdma link del hung or failed"
+    timeout $((60 * SLOW)) rdma link del sc0 || fail "rdma link del hung or failed"
     ip link del vc0
     ip netns del cmpeer
 }
@@ -132,7 +132,7 @@ while time.time() < end:
         pass
 print('survived', flush=True)
 PY
-    timeout 30 python3 /tmp/hold.py > /tmp/hold.out 2>&1 &
+    timeout $((30 * SLOW)) python3 /tmp/hold.py > /tmp/hold.out 2>&1 &
     p=$!
     wait_for 'grep -q ready /tmp/hold.out' 100 || fail "objects not created: $(cat /tmp/hold.out)"
     ip link del vd0
@@ -147,7 +147,7 @@ PY
 # Four processes create, use and destroy objects on one device at once.
 test_concurrent_object_churn() {
     for i in 1 2 3 4; do
-        timeout 120 python3 /src/qemu/tests/verbs_churn.py sr0 $i 100 > /tmp/churn.$i 2>&1 &
+        timeout $((120 * SLOW)) python3 /src/qemu/tests/verbs_churn.py sr0 $i 100 > /tmp/churn.$i 2>&1 &
     done
     wait
     for i in 1 2 3 4; do
@@ -186,16 +186,16 @@ if ! setup; then
     echo "FAIL verbs_setup: could not create sr0/si0"
     exit 1
 fi
-timeout 300 python3 $CHECKS sr0 si0
+timeout $((300 * SLOW)) python3 $CHECKS sr0 si0
 if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
-    timeout 120 /tmp/verbs_bad sr0 --limits
-    timeout 30 /tmp/verbs_bad si0 | sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/'
+    timeout $((120 * SLOW)) /tmp/verbs_bad sr0 --limits
+    timeout $((30 * SLOW)) /tmp/verbs_bad si0 | sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/'
 else
     echo "FAIL verbs_bad_build: gcc failed"
 fi
 for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel \
           event_arm_survives_cq_resize; do
-    out=$(timeout 30 python3 $CHECKS sr0 si0 $ev 2>&1)
+    out=$(timeout $((30 * SLOW)) python3 $CHECKS sr0 si0 $ev 2>&1)
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done
 run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \

@@ -242,9 +242,10 @@ impl IbDevice {
     }
 
     /// The netdev bound to the port, referenced for the guard's lifetime.
+    /// Any context, the receive softirq included (see the shim).
     pub(crate) fn port_netdev(&self) -> Option<HeldNetDevice> {
         // SAFETY: the device is alive; the call returns a held netdev or NULL.
-        let nd = unsafe { bindings::ib_device_get_netdev(self.ib(), 1) };
+        let nd = unsafe { bindings::softrnic_port_netdev(self.ib()) };
         NonNull::new(nd).map(|p| HeldNetDevice(NetDevice(p)))
     }
 }
@@ -343,7 +344,7 @@ impl NetDevice {
     }
 }
 
-/// A net_device with a reference held (from ib_device_get_netdev).
+/// A net_device with a reference held (from softrnic_port_netdev).
 pub(crate) struct HeldNetDevice(NetDevice);
 
 impl core::ops::Deref for HeldNetDevice {
@@ -355,7 +356,7 @@ impl core::ops::Deref for HeldNetDevice {
 
 impl Drop for HeldNetDevice {
     fn drop(&mut self) {
-        // SAFETY: drops the reference ib_device_get_netdev took.
+        // SAFETY: drops the reference softrnic_port_netdev took.
         unsafe { bindings::softrnic_dev_put(self.0 .0.as_ptr()) }
     }
 }

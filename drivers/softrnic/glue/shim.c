@@ -125,6 +125,27 @@ void softrnic_dispatch_port_event(struct ib_device *ibdev, u32 port,
 	ib_dispatch_event(&ev);
 }
 
+/*
+ * The netdev bound to port 1, with a reference, or NULL.  Like
+ * ib_device_get_netdev(), but under RCU instead of the port's netdev_lock:
+ * that lock is a plain spinlock, which ib_core takes with softirqs enabled,
+ * so taking it from the receive softirq is a deadlock lockdep reports.  The
+ * pointer is RCU-managed (ib_device_set_netdev), and a netdev read under
+ * RCU may be held: unregistration waits for its references.
+ */
+struct net_device *softrnic_port_netdev(struct ib_device *ibdev)
+{
+	struct net_device *ndev;
+
+	if (!ibdev->port_data)
+		return NULL;
+	rcu_read_lock();
+	ndev = rcu_dereference(ibdev->port_data[1].netdev);
+	dev_hold(ndev);
+	rcu_read_unlock();
+	return ndev;
+}
+
 bool softrnic_netdev_is_ethernet(const struct net_device *ndev)
 {
 	return ndev->type == ARPHRD_ETHER && !(ndev->flags & IFF_LOOPBACK);

@@ -47,6 +47,7 @@ void softrnic_ib_device_get(struct ib_device *ibdev);
 void softrnic_ib_device_put(struct ib_device *ibdev);
 void softrnic_dispatch_port_event(struct ib_device *ibdev, u32 port,
 				  enum ib_event_type type);
+struct net_device *softrnic_port_netdev(struct ib_device *ibdev);
 bool softrnic_netdev_is_ethernet(const struct net_device *ndev);
 bool softrnic_netdev_link_up(const struct net_device *ndev);
 unsigned int softrnic_netdev_mtu(const struct net_device *ndev);

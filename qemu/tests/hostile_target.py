@@ -8,6 +8,7 @@ their numbers and PSNs to STATE_FILE as `key=value` lines, then waits for a
 line on stdin.  It then prints what its QPs saw ("ud_recv N", "rc_state S",
 "rc_completions N") and exits.
 """
+import os
 import select
 import sys
 
@@ -70,7 +71,8 @@ with open(state_file, 'w') as f:
     f.write('rc_qpn=%d\nud_qpn=%d\nrq_psn=%d\nsq_psn=%d\nqkey=%d\nrkey=%d\naddr=%d\n' %
             (rc.qp_num, ud.qp_num, RQ_PSN, SQ_PSN, QKEY, mr.rkey, mr.buf))
 
-select.select([sys.stdin], [], [], 120)
+# (At most 5 minutes, longer on a slower kernel: SOFTRNIC_SLOW.)
+select.select([sys.stdin], [], [], 300 * int(os.environ.get('SOFTRNIC_SLOW', '1')))
 ud_recv, rc_comp, bad = 0, 0, []
 while True:
     n, wcs = cq.poll(16)

@@ -127,6 +127,10 @@ ip netns exec ha python3 $T/transport_errors.py hx0 2>&1
 # --- teardown while QPs move data (two softrnic devices, two namespaces) ---
 
 td_setup() {
+    # What a failed test before left running (its bandwidth tools, its
+    # traffic process) would stand in this test's way.
+    pkill -x ib_write_bw; pkill -x ib_send_bw; pkill -x ib_read_bw; pkill -f teardown_traffic.py
+    wait_for '! pgrep -x ib_write_bw && ! pgrep -x ib_send_bw && ! pgrep -x ib_read_bw'
     net_setup || fail "network setup failed"
     rdma link show hy0/1 >/dev/null 2>&1 || ip netns exec hb rdma link add hy0 type softrnic_roce netdev hb0
     wait_for 'ibv_devinfo -d hy0 | grep -q PORT_ACTIVE && ibv_devinfo -d hx0 | grep -q PORT_ACTIVE' ||

@@ -2,9 +2,9 @@
 #   make            build the module and the provider (sets up what is missing)
 #   make run        the main job: boot the VM, create devices, show them working
 #   make check      every test (host cargo tests + guest suite); ends "N passed, N failed"
-#   make check-slow the slow scenarios (full fault matrix with goodput, long fuzzing)
-#   make check-debug every guest suite and slow scenario on the debug kernel
-#                   (KASAN, KFENCE, lockdep, kmemleak ...; builds it once, ~40 min)
+#   make check-slow the slow scenarios (the full fault matrix, rxe:rxe beside, goodput)
+#   make check-debug every guest suite on the debug kernel (KASAN, KFENCE, lockdep,
+#                   kmemleak ...; builds that kernel once, about 45 min)
 #   make bench      softrnic beside rdma_rxe in one VM: perftest medians and ratios (slow)
 #   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
 SHELL := /bin/bash

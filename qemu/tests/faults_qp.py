@@ -25,7 +25,6 @@ import subprocess
 import sys
 import time
 
-from pyverbs.qp import QPAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 import pyverbs.enums as e
 

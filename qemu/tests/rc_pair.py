@@ -1,6 +1,7 @@
 """RC QPs between two RDMA devices in one process, for guest test scripts
-(faults_qp.py, teardown_traffic.py): each End is a device with a PD, an MR
-and a GID; connect() takes a QP through INIT, RTR and RTS to its peer."""
+(faults_qp.py, teardown_traffic.py, fork_check.py, transport_errors.py):
+each End is a device with a PD, an MR
+and a GID; to_rts() takes a QP through INIT, RTR and RTS to its peer."""
 import time
 
 from pyverbs.addr import AHAttr, GlobalRoute
@@ -38,22 +39,29 @@ class End:
         return q, cq
 
 
-def connect(end, q, peer, peer_qpn, timeout=14, retry=7, rnr=7, min_rnr=1):
+def to_rts(q, sgid_index, dgid, dest_qpn, access=e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE,
+           timeout=14, retry=7, rnr=7, min_rnr=1, hop_limit=64):
+    """Take RC QP q through INIT and RTR to RTS, connected to dest_qpn at
+    dgid, both PSNs 0."""
     a = QPAttr(qp_state=e.IBV_QPS_INIT)
-    a.pkey_index, a.port_num = 0, 1
-    a.qp_access_flags = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+    a.pkey_index, a.port_num, a.qp_access_flags = 0, 1, access
     q.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
     a = QPAttr(qp_state=e.IBV_QPS_RTR)
-    a.path_mtu, a.dest_qp_num, a.rq_psn = e.IBV_MTU_1024, peer_qpn, 0
+    a.path_mtu, a.dest_qp_num, a.rq_psn = e.IBV_MTU_1024, dest_qpn, 0
     a.max_dest_rd_atomic, a.min_rnr_timer = 1, min_rnr
     a.ah_attr = AHAttr(port_num=1, is_global=1,
-                       gr=GlobalRoute(dgid=peer.gid, sgid_index=end.gid_index, hop_limit=64))
+                       gr=GlobalRoute(dgid=dgid, sgid_index=sgid_index, hop_limit=hop_limit))
     q.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
              e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
     a = QPAttr(qp_state=e.IBV_QPS_RTS)
     a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry, rnr, 0, 1
     q.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
              e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+
+
+def connect(end, q, peer, peer_qpn, **kw):
+    """QP q of End end connected to QP peer_qpn of End peer."""
+    to_rts(q, end.gid_index, peer.gid, peer_qpn, **kw)
 
 
 def connect_pair(a, b, recv_depth=4, **kw):

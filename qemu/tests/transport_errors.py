@@ -17,17 +17,17 @@ import os
 import sys
 import time
 
-from pyverbs.addr import AHAttr, GID, GlobalRoute
+from pyverbs.addr import GID
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
-from pyverbs.wr import RecvWR, SendWR, SGE
+from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.wr import SendWR, SGE
 import pyverbs.enums as e
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rc_pair import wait_wc  # noqa: E402
+from rc_pair import to_rts, wait_wc  # noqa: E402
 
 dev = sys.argv[1]
 ctx = Context(name=dev)
@@ -44,19 +44,9 @@ def qp(cq):
 
 def connect(q, dest_qpn, dgid, access=e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_LOCAL_WRITE,
             timeout=10, retry=3, rnr=3, min_rnr=1):
-    a = QPAttr(qp_state=e.IBV_QPS_INIT)
-    a.pkey_index, a.port_num, a.qp_access_flags = 0, 1, access
-    q.modify(a, e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS)
-    a = QPAttr(qp_state=e.IBV_QPS_RTR)
-    a.path_mtu, a.dest_qp_num, a.rq_psn = e.IBV_MTU_1024, dest_qpn, 0
-    a.max_dest_rd_atomic, a.min_rnr_timer = 1, min_rnr
-    a.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=dgid, sgid_index=idx))
-    q.modify(a, e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
-             e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
-    a = QPAttr(qp_state=e.IBV_QPS_RTS)
-    a.timeout, a.retry_cnt, a.rnr_retry, a.sq_psn, a.max_rd_atomic = timeout, retry, rnr, 0, 1
-    q.modify(a, e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
-             e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+    # (hop limit 1: the GRH default these tests always used.)
+    to_rts(q, idx, dgid, dest_qpn, access, timeout=timeout, retry=retry, rnr=rnr, min_rnr=min_rnr,
+           hop_limit=1)
 
 
 def state(q):

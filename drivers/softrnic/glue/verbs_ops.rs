@@ -860,8 +860,17 @@ pub(super) unsafe extern "C" fn query_qp(
     };
     a.path_mig_state = t.path_mig_state;
     a.qkey = t.qkey;
-    a.rq_psn = t.rq_psn;
-    a.sq_psn = t.sq_psn;
+    // The PSNs as they stand now, not as last set (as a hardware RNIC's
+    // context reports them): the next PSN expected, and the next to send.
+    use crate::qp_state::QpState;
+    a.rq_psn = match s.state {
+        QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => s.eng.resp.epsn.get(),
+        _ => t.rq_psn,
+    };
+    a.sq_psn = match s.state {
+        QpState::Rts | QpState::Sqd | QpState::Sqe => s.eng.req.next_psn.get(),
+        _ => t.sq_psn,
+    };
     a.dest_qp_num = t.dest_qpn;
     a.qp_access_flags = t.access as ffi::c_int;
     a.pkey_index = t.pkey_index;

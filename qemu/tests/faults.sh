@@ -5,7 +5,7 @@
 # (ibv_rc_pingpong --chk, rping -V) and the bandwidth tools complete; the
 # figure after each PASS is the goodput.  Then, with a clean link,
 # faults_qp.py: link down past the retry budget, RNR with every rnr_retry,
-# and a one-deep receive queue.
+# the RNR budget counted per request, and a one-deep receive queue.
 #
 #   qemu/run qemu/tests/faults.sh [quick|full] [PAIR...] [only=PROFILE,...] [tests=TEST,...]
 #

@@ -17,6 +17,11 @@ for a slow guest.  Prints "PASS name [result]" / "FAIL name: why":
                         after exactly N + 1 RNR NAKs (counted by softrnic ends)
   rnr_retry_7           7 is infinite: the SEND waits, RNR NAKed again and
                         again, and completes once a receive is posted
+  rnr_budget_per_message  rnr_retry 1, four SENDs each met by one RNR NAK
+                        (the receive is posted during the responder's 655 ms
+                        RNR timer): all complete; the budget is per request
+                        (it once lasted the QP's life: the pyverbs rdmacm
+                        external-QP test failed with RNR_RETRY_EXC_ERR)
   shallow_rq            64 SENDs into a one-deep receive queue: every one
                         arrives, in order, with its own bytes
 """
@@ -162,6 +167,33 @@ def rnr_infinite():
     return '%d RNR NAKs before the receive' % (now - before) if before is not None else ''
 
 
+def rnr_budget_per_message():
+    count = 4
+    # min_rnr_timer 0 is the longest RNR timer, 655.36 ms: time to post the
+    # receive between the first RNR NAK and the retry.
+    qa, cqa, qb, cqb = pair(rnr=1, min_rnr=0)
+    before = rnr_naks()
+    for i in range(count):
+        A.mr.write(bytes([0x30 + i]) * MSG, MSG, 0)
+        send(qa, 0, MSG, i)
+        time.sleep(0.2)
+        n, _ = cqa.poll(1)
+        assert n == 0, 'SEND %d completed with no receive posted' % i
+        recv(qb, 0, MSG, i)
+        wc = wait_wc(cqa, 5 + SLACK)
+        assert wc is not None, 'SEND %d: no completion after the receive was posted' % i
+        assert wc.status == e.IBV_WC_SUCCESS, 'SEND %d: status %d' % (i, wc.status)
+        wc = wait_wc(cqb, 1 + SLACK)
+        assert wc is not None and wc.status == e.IBV_WC_SUCCESS, 'receive %d missing' % i
+        assert B.mr.read(MSG, 0) == bytes([0x30 + i]) * MSG, 'receive %d: bytes differ' % i
+    if before is None:
+        return ''
+    time.sleep(0.05)  # ib_core caches hw counters for 10 ms
+    got = rnr_naks() - before
+    assert got == count, '%d RNR NAKs for %d SENDs, expected one each' % (got, count)
+    return '%d SENDs, one RNR NAK each' % count
+
+
 def shallow_rq():
     count = 64
     qa, cqa, qb, cqb = pair(recv_depth=1, rnr=7)
@@ -204,4 +236,5 @@ if os.environ.get('ONLY') != 'rnr':
 for n in range(7):
     check('rnr_retry_%d' % n, rnr_exhausted(n))
 check('rnr_retry_7', rnr_infinite)
+check('rnr_budget_per_message', rnr_budget_per_message)
 check('shallow_rq', shallow_rq)

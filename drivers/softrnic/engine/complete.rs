@@ -131,10 +131,19 @@ impl Qp {
             progress = true;
         }
         if progress {
-            s.eng.req.retry_left = s.attrs.retry_cnt;
+            Self::fresh_budgets(s);
             s.eng.req.rewound_for_gap = None;
             self.restart_timer(s);
         }
+    }
+
+    /// Progress: the retry and RNR budgets count afresh.  Both bound the
+    /// tries of one request, not of the QP's life: retry_cnt the timeouts
+    /// and sequence NAKs, rnr_retry the RNR NAKs, in a row without progress
+    /// (a long-lived QP that meets RNR now and then must not run out).
+    fn fresh_budgets(s: &mut QpInner) {
+        s.eng.req.retry_left = s.attrs.retry_cnt;
+        s.eng.req.rnr_left = s.attrs.rnr_retry;
     }
 
     /// After progress: run the timer only while something is outstanding.
@@ -308,7 +317,7 @@ impl Qp {
         t2.got += 1;
         s.eng.req.set(s.sq_cons, t2);
         s.eng.req.una = pkt.hdr.bth.psn.next();
-        s.eng.req.retry_left = s.attrs.retry_cnt;
+        Self::fresh_budgets(s);
         s.eng.req.rewound_for_gap = None;
         if last {
             self.finish_rd(s, &t2, after);
@@ -344,7 +353,7 @@ impl Qp {
             s.eng.req.wqe_pkt = 0;
         }
         self.retire_head(s, t, abi::WC_SUCCESS, after);
-        s.eng.req.retry_left = s.attrs.retry_cnt;
+        Self::fresh_budgets(s);
         self.restart_timer(s);
     }
 

@@ -296,6 +296,7 @@ impl Qp {
         let mtu = self.mtu(s, ndev);
         let svc = self.service();
         let max_rd = core::cmp::max(u32::from(s.attrs.max_rd_atomic), 1);
+        let mut sent_rc = false;
         loop {
             if !sending(s) || s.eng.req.rnr_wait {
                 break;
@@ -414,12 +415,29 @@ impl Qp {
                 r.wqe_pkt += 1;
             }
             if svc == Service::Rc {
-                self.ensure_timer(s);
+                sent_rc = true;
             } else if done {
                 self.retire_head(s, &t2, abi::WC_SUCCESS, after);
             }
         }
+        if sent_rc {
+            self.rearm_timer(s);
+        }
         self.check_drained(s, after);
+    }
+
+    /// Request packets just went out: the local ACK timeout counts from
+    /// the last of them.  Counted from the first, a go-back-N resend of a
+    /// whole window that takes longer to transmit than the timeout (a slow
+    /// or loaded host, a debug kernel) would time out before any ACK could
+    /// come back, again and again, and end in RETRY_EXC_ERR with the link
+    /// fine.  (A timer pushed back like this still fires: the window bounds
+    /// how long a requester sends without an ACK.)
+    fn rearm_timer(&self, s: &mut QpInner) {
+        if let Some(us) = rules::ack_timeout_us(s.attrs.timeout) {
+            s.eng.req.timer_on = true;
+            self.arm_timer(&s.eng, us);
+        }
     }
 
     /// Start the retransmission timer if it is not running.

@@ -862,7 +862,6 @@ pub(super) unsafe extern "C" fn query_qp(
     a.qkey = t.qkey;
     // The PSNs as they stand now, not as last set (as a hardware RNIC's
     // context reports them): the next PSN expected, and the next to send.
-    use crate::qp_state::QpState;
     a.rq_psn = match s.state {
         QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => s.eng.resp.epsn.get(),
         _ => t.rq_psn,

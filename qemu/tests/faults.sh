@@ -180,7 +180,7 @@ rc_pingpong_run() { # PORT [rerun]
     srv_rc=$?
     wait $cli
     CLI_RC=$?
-    mbit=$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' /tmp/srv.out | head -n 1)
+    mbit=$(mbits /tmp/srv.out)
     again=; [ -z "$2" ] || again="; rerun: rxe had stalled inside a retransmission, $RXE_STALL_WAS"
     srv_ok= cli_ok=
     [ $srv_rc = 0 ] && grep -q "^$PP_ITERS iters in" /tmp/srv.out && ! grep -q 'invalid data' /tmp/srv.out && srv_ok=1
@@ -191,7 +191,7 @@ rc_pingpong_run() { # PORT [rerun]
         return 0
     fi
     if [ -z "$srv_ok" ] && [ -n "$cli_ok" ] && how=$(lost_ack_ending /tmp/srv.out server $TYPE_A $DEV_A $retries_a); then
-        mbit=$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' /tmp/cli.out | head -n 1)
+        mbit=$(mbits /tmp/cli.out)
         result "$mbit (client did $PP_ITERS iterations; the ACK of the server's last pong $lost: server $how, so its data check did not run$again)"
         return 0
     fi

@@ -75,8 +75,10 @@ pingpong() {
     ready "tcp_listening $port"
     client ibv_${kind}_pingpong -d $DEV_B -g $GID_B -p $port --chk "$@" $IP_A
     finish
-    result "$(sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' /tmp/cli.out | head -n 1)"
+    result "$(mbits /tmp/cli.out)"
 }
+# mbits FILE: the "N Mbit/s" an ibv_*_pingpong printed into FILE.
+mbits() { sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' "$1" | head -n 1; }
 
 # perftest PROGRAM PORT ARGS...: both ends of a perftest program (TCP
 # out-of-band exchange); the client's results table is in /tmp/cli.out.

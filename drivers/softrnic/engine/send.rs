@@ -442,12 +442,8 @@ impl Qp {
 
     /// Start the retransmission timer if it is not running.
     pub(crate) fn ensure_timer(&self, s: &mut QpInner) {
-        if s.eng.req.timer_on {
-            return;
-        }
-        if let Some(us) = rules::ack_timeout_us(s.attrs.timeout) {
-            s.eng.req.timer_on = true;
-            self.arm_timer(&s.eng, us);
+        if !s.eng.req.timer_on {
+            self.rearm_timer(s);
         }
     }
 

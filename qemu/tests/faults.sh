@@ -15,7 +15,8 @@
 # side by side.  A pair is SERVER:CLIENT
 # as in traffic.sh; the server end is in netns fa (fa0), the client end in
 # fb (fb0).  Lines: "PASS faults_PROFILE_TEST_SERVER_CLIENT goodput".
-# tests= runs only those tests under the profiles, and not faults_qp.py.
+# tests= runs only those tests under the profiles, and faults_qp.py only if
+# one of them is "qp" (tests=qp: faults_qp.py alone).
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_pairs.sh
 
@@ -43,8 +44,11 @@ else
 fi
 [ -n "$pairs" ] && PAIRS=$pairs
 [ -n "$only" ] && PROFILES=$only
-TESTS="rc_pingpong rping write_bw read_bw"
-[ -n "$tests" ] && TESTS=$tests
+TESTS="rc_pingpong rping write_bw read_bw" RUN_QP=1
+if [ -n "$tests" ]; then
+    TESTS=$(echo " $tests " | sed 's/ qp / /g')
+    [ "$TESTS" != " $tests " ] || RUN_QP=
+fi
 
 # netem arguments of a profile (empty: no qdisc).
 netem_of() {
@@ -135,6 +139,8 @@ lost_ack_ending() {
     fi
 }
 t_rc_pingpong() { rc_pingpong_run $PORT && return 0; [ -n "$RXE_STALL" ] || return 1; rc_pingpong_run $((PORT + 500)) rerun; }
+# clock: NOW = whole seconds since boot, without a fork (sh has no SECONDS).
+clock() { read NOW _ < /proc/uptime; NOW=${NOW%.*}; }
 rc_pingpong_run() { # PORT [rerun]
     RXE_STALL= stall=
     server ibv_rc_pingpong -d $DEV_A -g $GID_A -p $1 --chk -s 4096 -n $PP_ITERS
@@ -143,9 +149,11 @@ rc_pingpong_run() { # PORT [rerun]
     ip netns exec $NS_B timeout $T stdbuf -oL \
         ibv_rc_pingpong -d $DEV_B -g $GID_B -p $1 --chk -s 4096 -n $PP_ITERS $IP_A > /tmp/cli.out 2>&1 &
     cli=$!
-    # Watch in steps of 0.2 s: both running and no packet for 5 s is a
-    # stall; one end left alone for 5 s (its peer done) is killed.
-    last=$(wire_pkts) idle=0 alone=0 killed=
+    # Watch about every 0.2 s: both running and no packet for 5 s is a
+    # stall; one end left alone for 5 s (its peer done) is killed.  Seconds
+    # are counted by the clock, not by steps: on the debug kernel one step
+    # (four counters read, then sleep) can take a second or more.
+    clock; last=$(wire_pkts) idle_since=$NOW alone_since= killed= start=$NOW dumped=
     while :; do
         s_up=0 c_up=0
         kill -0 $SRV 2>/dev/null && s_up=1
@@ -153,11 +161,19 @@ rc_pingpong_run() { # PORT [rerun]
         [ $s_up$c_up = 00 ] && break
         if [ $s_up$c_up = 11 ]; then
             now=$(wire_pkts)
-            if [ "$now" = "$last" ]; then idle=$((idle + 1)); else idle=0; fi
+            clock
+            [ "$now" = "$last" ] || idle_since=$NOW
             last=$now
-            if [ $idle -ge $((25 * SLOW)) ]; then
+            # Still busy just before timeout(1) ends both: keep the evidence.
+            if [ -z "$dumped" ] && [ $((NOW - start)) -ge $((T - 3 * SLOW)) ]; then
+                dumped=1
+                echo "--- both ends still running after $((NOW - start))s, the last packet $((NOW - idle_since))s ago; the QPs:"
+                rdma resource show qp link $DEV_A/1; rdma resource show qp link $DEV_B/1
+                rdma statistic show link $DEV_A/1; rdma statistic show link $DEV_B/1
+            fi
+            if [ $((NOW - idle_since)) -ge $((5 * SLOW)) ]; then
                 rq=$(qp_psn $DEV_A rq-psn) sq=$(qp_psn $DEV_B sq-psn)
-                stall="no packet for $((idle / 5))s with both ends running (client's next PSN $sq, server expects $rq)"
+                stall="no packet for $((NOW - idle_since))s with both ends running (client's next PSN $sq, server expects $rq)"
                 echo "--- $stall; the QPs:"
                 rdma resource show qp link $DEV_A/1; rdma resource show qp link $DEV_B/1
                 if [ -z "$2" ] && [ $TYPE_B = rxe ] && [ -n "$rq" ] && [ -n "$sq" ] && [ "$rq" != "$sq" ]; then
@@ -167,8 +183,9 @@ rc_pingpong_run() { # PORT [rerun]
                 break
             fi
         else
-            alone=$((alone + 1))
-            if [ $alone -ge $((25 * SLOW)) ]; then
+            clock
+            alone_since=${alone_since:-$NOW}
+            if [ $((NOW - alone_since)) -ge $((5 * SLOW)) ]; then
                 [ $s_up = 1 ] && { killed=server; kill $SRV; }
                 [ $c_up = 1 ] && { killed=client; kill $cli; }
                 break
@@ -236,6 +253,7 @@ for PAIR in $PAIRS; do
     grep '^# ' /tmp/setup.out
     [ -z "$SETUP_FAILED" ] || sed 's/^/    /' /tmp/setup.out
     for prof in $PROFILES; do
+        [ -n "$(echo $TESTS)" ] || break
         if [ -z "$SETUP_FAILED" ] && ! set_fault $prof > /tmp/netem.out 2>&1; then
             echo "FAIL faults_${prof}_netem_$PAIR_TAG: $(lastline /tmp/netem.out)"
             continue
@@ -265,7 +283,7 @@ for PAIR in $PAIRS; do
     # faults_qp.py checks softrnic's link-down and RNR rules, so it needs a
     # softrnic end (rxe:rxe would test only rxe, which also flushes its QPs
     # when its netdev goes down).
-    if [ -z "$SETUP_FAILED" ] && [ -z "$tests" ] && [ $PAIR != rxe:rxe ]; then
+    if [ -z "$SETUP_FAILED" ] && [ -n "$RUN_QP" ] && [ $PAIR != rxe:rxe ]; then
         set_fault clean
         # Link down, RNR: softrnic is the requester (A) where the pair has one.
         qa=$DEV_A ga=$GID_A qb=$DEV_B gb=$GID_B peer_ns=$NS_B peer_veth=$VETH_B

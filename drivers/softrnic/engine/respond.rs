@@ -271,7 +271,7 @@ impl Qp {
             PsnCheck::Expected => {}
             PsnCheck::Duplicate if svc == Service::Rc => {
                 dev.counters().bump(Counter::RxDuplicate);
-                self.duplicate(s, dev, pkt, op, mtu);
+                self.duplicate(s, dev, pkt, op, place, mtu);
                 return;
             }
             PsnCheck::Ahead if svc == Service::Rc => {
@@ -650,7 +650,15 @@ impl Qp {
     }
 
     /// A request already executed: answer it again.
-    fn duplicate(&self, s: &mut QpInner, dev: &IbDevice, pkt: &Packet<'_>, op: MsgOp, mtu: u32) {
+    fn duplicate(
+        &self,
+        s: &mut QpInner,
+        dev: &IbDevice,
+        pkt: &Packet<'_>,
+        op: MsgOp,
+        place: Place,
+        mtu: u32,
+    ) {
         let psn = pkt.hdr.bth.psn;
         match op {
             MsgOp::Read => {
@@ -680,9 +688,12 @@ impl Qp {
                 }
             }
             _ => {
-                // SEND/WRITE: acknowledge again (the newest PSN done).
-                let last = s.eng.resp.epsn.offset(-1);
-                s.eng.resp.ack(last);
+                // SEND/WRITE: acknowledge again (the newest PSN done), at
+                // the packets that ask for it.
+                if rules::ack_duplicate(pkt.hdr.bth.ack_req, place) {
+                    let last = s.eng.resp.epsn.offset(-1);
+                    s.eng.resp.ack(last);
+                }
             }
         }
     }

@@ -103,6 +103,18 @@ fn sequence_errors() {
 }
 
 #[test]
+fn duplicates_are_acked_where_asked_or_at_message_end() {
+    // A requester resending a message hears nothing until it has resent
+    // the packet that asks for an ACK or ends the message.
+    assert!(!ack_duplicate(false, Place::First));
+    assert!(!ack_duplicate(false, Place::Middle));
+    assert!(ack_duplicate(true, Place::First));
+    assert!(ack_duplicate(true, Place::Middle));
+    assert!(ack_duplicate(false, Place::Last));
+    assert!(ack_duplicate(false, Place::Only));
+}
+
+#[test]
 fn payload_lengths() {
     assert!(payload_len_ok(Place::First, 1024, 1024));
     assert!(!payload_len_ok(Place::First, 1000, 1024));

@@ -48,6 +48,7 @@ TESTS="rc_pingpong rping write_bw read_bw" RUN_QP=1
 if [ -n "$tests" ]; then
     TESTS=$(echo " $tests " | sed 's/ qp / /g')
     [ "$TESTS" != " $tests " ] || RUN_QP=
+    [ -n "$(echo $TESTS)" ] || PROFILES=
 fi
 
 # netem arguments of a profile (empty: no qdisc).
@@ -139,6 +140,7 @@ lost_ack_ending() {
     fi
 }
 t_rc_pingpong() { rc_pingpong_run $PORT && return 0; [ -n "$RXE_STALL" ] || return 1; rc_pingpong_run $((PORT + 500)) rerun; }
+pair_qps() { rdma resource show qp link $DEV_A/1; rdma resource show qp link $DEV_B/1; }
 # clock: NOW = whole seconds since boot, without a fork (sh has no SECONDS).
 clock() { read NOW _ < /proc/uptime; NOW=${NOW%.*}; }
 rc_pingpong_run() { # PORT [rerun]
@@ -159,23 +161,23 @@ rc_pingpong_run() { # PORT [rerun]
         kill -0 $SRV 2>/dev/null && s_up=1
         kill -0 $cli 2>/dev/null && c_up=1
         [ $s_up$c_up = 00 ] && break
+        clock
         if [ $s_up$c_up = 11 ]; then
             now=$(wire_pkts)
-            clock
             [ "$now" = "$last" ] || idle_since=$NOW
             last=$now
             # Still busy just before timeout(1) ends both: keep the evidence.
             if [ -z "$dumped" ] && [ $((NOW - start)) -ge $((T - 3 * SLOW)) ]; then
                 dumped=1
                 echo "--- both ends still running after $((NOW - start))s, the last packet $((NOW - idle_since))s ago; the QPs:"
-                rdma resource show qp link $DEV_A/1; rdma resource show qp link $DEV_B/1
+                pair_qps
                 rdma statistic show link $DEV_A/1; rdma statistic show link $DEV_B/1
             fi
             if [ $((NOW - idle_since)) -ge $((5 * SLOW)) ]; then
                 rq=$(qp_psn $DEV_A rq-psn) sq=$(qp_psn $DEV_B sq-psn)
                 stall="no packet for $((NOW - idle_since))s with both ends running (client's next PSN $sq, server expects $rq)"
                 echo "--- $stall; the QPs:"
-                rdma resource show qp link $DEV_A/1; rdma resource show qp link $DEV_B/1
+                pair_qps
                 if [ -z "$2" ] && [ $TYPE_B = rxe ] && [ -n "$rq" ] && [ -n "$sq" ] && [ "$rq" != "$sq" ]; then
                     RXE_STALL="its next PSN $sq, the server expects $rq"
                 fi
@@ -183,7 +185,6 @@ rc_pingpong_run() { # PORT [rerun]
                 break
             fi
         else
-            clock
             alone_since=${alone_since:-$NOW}
             if [ $((NOW - alone_since)) -ge $((5 * SLOW)) ]; then
                 [ $s_up = 1 ] && { killed=server; kill $SRV; }
@@ -253,7 +254,6 @@ for PAIR in $PAIRS; do
     grep '^# ' /tmp/setup.out
     [ -z "$SETUP_FAILED" ] || sed 's/^/    /' /tmp/setup.out
     for prof in $PROFILES; do
-        [ -n "$(echo $TESTS)" ] || break
         if [ -z "$SETUP_FAILED" ] && ! set_fault $prof > /tmp/netem.out 2>&1; then
             echo "FAIL faults_${prof}_netem_$PAIR_TAG: $(lastline /tmp/netem.out)"
             continue

@@ -232,9 +232,9 @@ pub(crate) const fn check_psn(psn: Psn, expected: Psn) -> PsnCheck {
 }
 
 /// Whether a duplicate SEND or RDMA WRITE packet is answered, with an ACK
-/// of the newest PSN done: as for a new packet, only one that asks for an
-/// ACK (AckReq) or ends its message; the ACK of any other is coalesced into
-/// that one. An ACK of the newest PSN that reaches a requester while it is
+/// of the newest PSN done: one that asks for an ACK (AckReq), as a new
+/// packet is, or that ends its message; the ACK of any other is coalesced
+/// into that one. An ACK of the newest PSN that reaches a requester while it is
 /// still resending the earlier packets of that message acknowledges packets
 /// it has not sent again yet; rxe's requester then stops for good.
 pub(crate) const fn ack_duplicate(ack_req: bool, place: Place) -> bool {

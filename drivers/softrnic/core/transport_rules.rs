@@ -241,6 +241,31 @@ pub(crate) const fn ack_duplicate(ack_req: bool, place: Place) -> bool {
     ack_req || place.ends()
 }
 
+/// What a requester does with a NAK-PSN-sequence-error for `psn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SeqNak {
+    /// Go back to `psn`; `charge`: the retry counter pays for it (no
+    /// progress since the last rewind).
+    Rewind { charge: bool },
+    /// Nothing to do: the echo of an RNR NAK already being retried.
+    Ignore,
+}
+
+/// A sequence NAK for `psn`, which acknowledged something new (`progress`)
+/// or not; `rnr_psn`: the PSN the requester last went back to for an RNR
+/// NAK, with no progress since.  A responder may NAK the packets behind
+/// the one it RNR NAKed as out of sequence (rxe does, after every RNR NAK):
+/// that reports no loss, the requester already resends from that PSN when
+/// the RNR timer ends.  Charged, it used up retry_cnt whenever the receiver
+/// was slow to post receives (RETRY_EXC_ERR with rnr_retry 7, infinite);
+/// rnr_retry alone bounds those retries.
+pub(crate) const fn seq_nak(psn: Psn, progress: bool, rnr_psn: Option<Psn>) -> SeqNak {
+    match rnr_psn {
+        Some(r) if !progress && r.get() == psn.get() => SeqNak::Ignore,
+        _ => SeqNak::Rewind { charge: !progress },
+    }
+}
+
 /// The local ACK timeout, 4.096 us * 2^timeout (IBTA 9.7.6.1.3); `None`
 /// for 0 (no timeout).
 pub(crate) const fn ack_timeout_us(timeout: u8) -> Option<u64> {

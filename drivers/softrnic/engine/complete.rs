@@ -2,8 +2,9 @@
 //! The completer of an RC requester: ACKs, NAKs, read responses and atomic
 //! ACKs retire send WQEs in order; sequence-error NAKs and the local ACK
 //! timeout rewind the requester (go-back-N) within `retry_cnt`; RNR NAKs
-//! pause it for the responder's RNR timer within `rnr_retry` (7: forever);
-//! the other NAKs fail the WQE and move the QP to ERR.
+//! pause it for the responder's RNR timer within `rnr_retry` (7: forever),
+//! and a sequence NAK that only echoes an RNR NAK changes nothing; the
+//! other NAKs fail the WQE and move the QP to ERR.
 
 use super::mem::{self, Data};
 use super::send::Track;
@@ -144,6 +145,7 @@ impl Qp {
     fn fresh_budgets(s: &mut QpInner) {
         s.eng.req.retry_left = s.attrs.retry_cnt;
         s.eng.req.rnr_left = s.attrs.rnr_retry;
+        s.eng.req.rewound_for_rnr = None;
     }
 
     /// After progress: run the timer only while something is outstanding.
@@ -206,23 +208,29 @@ impl Qp {
                             r.rnr_left -= 1;
                         }
                         self.go_back(s, p);
+                        s.eng.req.rewound_for_rnr = Some(p.get());
                         s.eng.req.rnr_wait = true;
                         s.eng.req.timer_on = true;
                         self.arm_timer(&s.eng, u64::from(roce_wire::rnr_timer_us(timer)));
                     }
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
                         let before = s.eng.req.una;
+                        let rnr = s.eng.req.rewound_for_rnr.map(Psn::new);
                         self.ack_through(s, p.offset(-1), after);
-                        if s.eng.req.una.get() == before.get() {
-                            // No progress since the last rewind: that counts
-                            // against the retry budget.
-                            if s.eng.req.retry_left == 0 {
-                                self.fail_head(s, abi::WC_RETRY_EXC_ERR, after);
-                                return false;
+                        let progress = s.eng.req.una.get() != before.get();
+                        match rules::seq_nak(p, progress, rnr) {
+                            rules::SeqNak::Ignore => {}
+                            rules::SeqNak::Rewind { charge } => {
+                                if charge {
+                                    if s.eng.req.retry_left == 0 {
+                                        self.fail_head(s, abi::WC_RETRY_EXC_ERR, after);
+                                        return false;
+                                    }
+                                    s.eng.req.retry_left -= 1;
+                                }
+                                self.go_back(s, p);
                             }
-                            s.eng.req.retry_left -= 1;
                         }
-                        self.go_back(s, p);
                     }
                     Syndrome::Nak(code) => {
                         self.ack_through(s, p.offset(-1), after);

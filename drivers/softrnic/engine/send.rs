@@ -101,6 +101,9 @@ pub(crate) struct Requester {
     /// it again (a storm of duplicate requests that restart the responder
     /// over and over).
     pub(crate) rewound_for_gap: Option<u32>,
+    /// The PSN the requester last went back to for an RNR NAK, until the
+    /// next progress: a sequence NAK of it is that RNR NAK's echo.
+    pub(crate) rewound_for_rnr: Option<u32>,
     /// In SQD: the WQE the drain stops before (those before it had begun),
     /// and whether SQ_DRAINED was raised.
     pub(crate) drain_point: u32,
@@ -126,6 +129,7 @@ impl Requester {
             rnr_wait: false,
             timer_on: false,
             rewound_for_gap: None,
+            rewound_for_rnr: None,
             drain_point: 0,
             drained: false,
         })
@@ -144,6 +148,7 @@ impl Requester {
         self.rnr_wait = false;
         self.timer_on = false;
         self.rewound_for_gap = None;
+        self.rewound_for_rnr = None;
     }
 
     pub(crate) fn slot(&self, index: u32) -> usize {

@@ -274,3 +274,20 @@ fn fuzz_responder_rules_accept_only_whole_messages() {
         "completed {completed}, naks {naks}"
     );
 }
+
+#[test]
+fn sequence_nak_after_rnr_nak_is_its_echo() {
+    let p = Psn::new(7);
+    // A loss: go back, and pay for it unless it acknowledged something.
+    assert_eq!(seq_nak(p, false, None), SeqNak::Rewind { charge: true });
+    assert_eq!(seq_nak(p, true, None), SeqNak::Rewind { charge: false });
+    // The packets behind an RNR NAKed one, NAKed as out of sequence: the
+    // RNR retry already goes back there, and retry_cnt is not charged.
+    assert_eq!(seq_nak(p, false, Some(p)), SeqNak::Ignore);
+    // Another PSN, or progress since, is a loss of its own.
+    assert_eq!(
+        seq_nak(p, false, Some(Psn::new(6))),
+        SeqNak::Rewind { charge: true }
+    );
+    assert_eq!(seq_nak(p, true, Some(p)), SeqNak::Rewind { charge: false });
+}

@@ -25,8 +25,9 @@ for a slow guest.  Prints "PASS name [result]" / "FAIL name: why":
   shallow_rq            64 SENDs into a one-deep receive queue: every one
                         arrives, in order, with its own bytes, though the
                         receiver pauses 20 ms before every 8th repost (rxe
-                        answers each RNR NAK's retransmission with a
-                        sequence NAK too: those must not use up retry_cnt)
+                        also NAKs the packets behind each RNR NAKed one as
+                        out of sequence: those NAKs must not use up
+                        retry_cnt)
 """
 import os
 import subprocess

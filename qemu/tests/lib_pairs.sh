@@ -191,7 +191,7 @@ run_one() {
     else
         why=$(grep '^FAIL_REASON: ' /tmp/test.out | tail -n 1 | sed 's/^FAIL_REASON: //')
         echo "FAIL $name: ${why:-exited non-zero}"
-        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 15 | sed 's/^/    /'
+        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 40 | sed 's/^/    /'
     fi
     return $rc
 }

@@ -148,6 +148,17 @@ impl Qp {
         s.eng.req.rewound_for_rnr = None;
     }
 
+    /// A retry without progress (timeout or sequence NAK) spends one of
+    /// `retry_cnt`; none left fails the head WQE (false).
+    fn spend_retry(&self, s: &mut QpInner, after: &mut After) -> bool {
+        if s.eng.req.retry_left == 0 {
+            self.fail_head(s, abi::WC_RETRY_EXC_ERR, after);
+            return false;
+        }
+        s.eng.req.retry_left -= 1;
+        true
+    }
+
     /// After progress: run the timer only while something is outstanding.
     fn restart_timer(&self, s: &mut QpInner) {
         s.eng.req.timer_on = false;
@@ -221,12 +232,8 @@ impl Qp {
                         match rules::seq_nak(p, progress, rnr) {
                             rules::SeqNak::Ignore => {}
                             rules::SeqNak::Rewind { charge } => {
-                                if charge {
-                                    if s.eng.req.retry_left == 0 {
-                                        self.fail_head(s, abi::WC_RETRY_EXC_ERR, after);
-                                        return false;
-                                    }
-                                    s.eng.req.retry_left -= 1;
+                                if charge && !self.spend_retry(s, after) {
+                                    return false;
                                 }
                                 self.go_back(s, p);
                             }
@@ -379,10 +386,7 @@ impl Qp {
                 s.eng.req.rnr_wait = false;
             } else if Self::outstanding(&s) {
                 self.dev().counters().bump(Counter::AckTimeouts);
-                if s.eng.req.retry_left == 0 {
-                    self.fail_head(&mut s, abi::WC_RETRY_EXC_ERR, &mut after);
-                } else {
-                    s.eng.req.retry_left -= 1;
+                if self.spend_retry(&mut s, &mut after) {
                     let una = s.eng.req.una;
                     self.go_back(&mut s, una);
                 }

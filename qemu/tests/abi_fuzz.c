@@ -62,8 +62,11 @@ static unsigned long made[M_COUNT];
 static const char *const made_name[M_COUNT] = { "pd", "mr", "cq", "qp", "srq", "ah", "mw",
 						"write_ok", "ioctl_ok", "scribbles" };
 /* What each worker is doing, shared with the parent, which tallies the
- * action a worker died in (a worker mostly dies of its own scribbling). */
+ * action a worker died in (a worker mostly dies of its own scribbling):
+ * 0..ACTIONS-1, or starting, or tearing down after its time was up. */
 #define ACTIONS 24
+#define STARTING ACTIONS
+#define TEARING_DOWN (ACTIONS + 1)
 static volatile int *doing;
 static int slot;
 
@@ -578,7 +581,7 @@ static void worker(int w, const char *dev, uint64_t seed, time_t until)
 	struct ibv_device **list = ibv_get_device_list(NULL);
 
 	slot = w;
-	doing[slot] = -1;
+	doing[slot] = STARTING;
 	rs = seed * 0x9e3779b97f4a7c15ull + 1;
 	for (int i = 0; list && list[i]; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), dev))
@@ -595,6 +598,7 @@ static void worker(int w, const char *dev, uint64_t seed, time_t until)
 		for (int k = 0; k < 64; k++)
 			one_verb();
 	/* Exit with objects still open half the time: the kernel cleans up after us. */
+	doing[slot] = TEARING_DOWN;
 	if (chance(50))
 		for (int k = 0; k < 8 * POOL * 7; k++)
 			destroy_any();
@@ -603,13 +607,17 @@ static void worker(int w, const char *dev, uint64_t seed, time_t until)
 
 	for (int m = 0; m < M_COUNT && n < (int)sizeof(line); m++)
 		n += snprintf(line + n, sizeof(line) - (size_t)n, ", %s %lu", made_name[m], made[m]);
+	/* How far past its time the worker got (the alarm allows 30 s): the last
+	 * batch of verbs and the teardown. */
+	if (n < (int)sizeof(line))
+		snprintf(line + n, sizeof(line) - (size_t)n, ", done %lds late", (long)(time(NULL) - until));
 	fprintf(stderr, "%s\n", line);
 	_exit(0);
 }
 
 int main(int argc, char **argv)
 {
-	int workers, exited = 0, killed = 0, sigs[65] = { 0 }, died_in[ACTIONS + 1] = { 0 };
+	int workers, exited = 0, killed = 0, sigs[65] = { 0 }, died_in[ACTIONS + 2] = { 0 };
 	pid_t pids[64];
 	uint64_t seed;
 	time_t until;
@@ -648,7 +656,9 @@ int main(int argc, char **argv)
 		if (WIFSIGNALED(status)) {
 			killed++;
 			sigs[WTERMSIG(status) & 63]++;
-			died_in[doing[w] < 0 ? ACTIONS : doing[w]]++;
+			int in = doing[w];
+
+			died_in[in >= 0 && in <= TEARING_DOWN ? in : STARTING]++;
 		} else if (WEXITSTATUS(status) == 3) {
 			fprintf(stderr, "abi_fuzz: cannot open %s\n", argv[1]);
 			return 1;
@@ -667,9 +677,13 @@ int main(int argc, char **argv)
 		if (sigs[s])
 			printf(" %s x%d", strsignal(s), sigs[s]);
 	printf(" ) in actions");
-	for (int a = 0; a <= ACTIONS; a++)
+	for (int a = 0; a < ACTIONS; a++)
 		if (died_in[a])
 			printf(" %d x%d", a, died_in[a]);
+	if (died_in[STARTING])
+		printf(" starting x%d", died_in[STARTING]);
+	if (died_in[TEARING_DOWN])
+		printf(" tearing-down x%d", died_in[TEARING_DOWN]);
 	printf("\n");
 	return 0;
 }

@@ -10,6 +10,10 @@
 SHELL := /bin/bash
 REPO := $(CURDIR)
 export SOFTRNIC_CACHE ?= /var/tmp/softrnic
+# Progress lines count the time from the start of this make command.
+ifndef SOFTRNIC_T0
+export SOFTRNIC_T0 := $(shell date +%s)
+endif
 
 .PHONY: all setup module provider run check check-host check-slow check-debug bench clean modules-direct provider-direct
 
@@ -20,29 +24,29 @@ module: modules-direct
 else
 all: module provider
 module: setup
-	bash scripts/build module
+	@bash scripts/build module
 endif
 
 setup:
-	bash scripts/setup
+	@bash scripts/setup
 
 provider: setup
-	bash scripts/build provider
+	@bash scripts/build provider
 
 run: all
-	bash qemu/main-job
+	@bash qemu/main-job
 
 check: all
-	bash scripts/check
+	@bash scripts/check
 
 check-host:
-	bash scripts/check --host-only
+	@bash scripts/check --host-only
 
 check-slow: all
-	bash scripts/check --slow
+	@bash scripts/check --slow
 
 check-debug: all
-	bash scripts/check --debug
+	@bash scripts/check --debug
 
 bench: all
 	bash qemu/run --timeout 1800 qemu/bench/perf.sh $(BENCH_ROUNDS)

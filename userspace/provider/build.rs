@@ -1,9 +1,15 @@
 //! Generate bindings to libibverbs's private provider interface
-//! (`infiniband/driver.h`, ABI `IBVERBS_PRIVATE_34`) from the pinned rdma-core
-//! source that scripts/setup unpacked and configured (RDMA_CORE_SRC).
+//! (`infiniband/driver.h`) from the source of the installed rdma-core, which
+//! scripts/setup unpacked and configured (RDMA_CORE_SRC).
 
 use std::env;
+use std::fs;
 use std::path::PathBuf;
+
+/// The private provider ABI this provider is written for (`IBVERBS_PRIVATE_N`,
+/// `verbs_register_driver_N`, `libsoftrnic-rdmavN.so`).  scripts/setup reads
+/// this line and refuses an rdma-core whose libibverbs offers another.
+const PRIVATE_ABI: u32 = 34;
 
 fn main() {
     let src = PathBuf::from(
@@ -20,7 +26,19 @@ fn main() {
     for h in ["infiniband/driver.h", "infiniband/kern-abi.h", "config.h"] {
         println!("cargo:rerun-if-changed={}", inc.join(h).display());
     }
-
+    // rdma-core's configured config.h names the private ABI its driver.h
+    // registers providers with (verbs_register_driver_N).
+    let config_h = fs::read_to_string(inc.join("config.h")).expect("read config.h");
+    let abi = config_h
+        .lines()
+        .find_map(|l| l.strip_prefix("#define IBVERBS_PABI_VERSION "))
+        .map(str::trim);
+    assert!(
+        abi == Some(&PRIVATE_ABI.to_string()),
+        "the rdma-core at {} has private provider ABI {abi:?}; this provider is written for \
+         IBVERBS_PRIVATE_{PRIVATE_ABI}",
+        src.display()
+    );
     let bindings = bindgen::Builder::default()
         .header("src/wrapper.h")
         .clang_arg(format!("-I{}", inc.display()))
@@ -41,6 +59,6 @@ fn main() {
 
     // A wrong private ABI must fail at link time, not at load time.
     println!("cargo:rustc-cdylib-link-arg=-Wl,-z,defs");
-    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsoftrnic-rdmav34.so");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libsoftrnic-rdmav{PRIVATE_ABI}.so");
     println!("cargo:rustc-link-lib=ibverbs");
 }

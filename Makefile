@@ -1,7 +1,7 @@
 # softrnic front door.  See README.md.
 #   make            build the module and the provider (sets up what is missing)
 #   make run        the main job: boot the VM, create devices, show them working
-#   make check      every test (host cargo tests + guest suite); ends "N passed, N failed"
+#   make check      every test (host cargo tests + guest suite); ends "N passed, N failed, N skipped"
 #   make check-slow the slow scenarios (the full fault matrix, rxe:rxe beside, goodput)
 #   make check-debug every guest suite on the debug kernel (KASAN, KFENCE, lockdep,
 #                   kmemleak ...; builds that kernel once, about 45 min)
@@ -17,6 +17,14 @@ endif
 
 .PHONY: all setup module provider run check check-host check-slow check-debug bench clean modules-direct provider-direct
 
+ifeq ($(KDIR)$(filter 0,$(shell id -u)),)
+# Not root: the build root, its chroot and QEMU's exports need root, so ask
+# sudo for it (as root, nothing changes).
+all setup module provider run check check-host check-slow check-debug bench clean:
+	@command -v sudo >/dev/null || { echo "softrnic: 'make $@' needs root (debootstrap, chroot, QEMU): run it as root"; exit 1; }
+	sudo -E $(MAKE) $@
+
+else
 ifneq ($(KDIR),)
 # A user-supplied Rust-enabled kernel build tree: build the module right here.
 all: modules-direct
@@ -49,7 +57,7 @@ check-debug: all
 	@bash scripts/check --debug
 
 bench: all
-	bash qemu/run --timeout 1800 qemu/bench/perf.sh $(BENCH_ROUNDS)
+	@bash qemu/run --timeout 1800 qemu/bench/perf.sh $(BENCH_ROUNDS)
 
 # Inside the build root (scripts/build) or against a user's KDIR.
 modules-direct:
@@ -61,3 +69,4 @@ provider-direct:
 clean:
 	[ -z "$(KDIR)" ] || $(MAKE) -C $(KDIR) M=$(REPO) clean
 	bash scripts/build clean
+endif

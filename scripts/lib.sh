@@ -61,11 +61,21 @@ apt_uris() { # apt_uris main|security
             sed -E 's/^deb[[:space:]]+(\[[^]]*\][[:space:]]+)?//' | awk '{print $1, $2}' || true
     } | { grep $sel -- '-security' || true; } | awk '{print $1}' | head -n 1
 }
+# On a host whose apt is not Debian's (Ubuntu), SOFTRNIC_MIRROR names a Debian
+# mirror (and SOFTRNIC_SECURITY_MIRROR its security archive, if any).
 archive_uri() {
-    local uri
-    uri=$(apt_uris main)
-    [ -n "$uri" ] || die "no Debian archive URI found in the host's apt configuration"
+    local uri=${SOFTRNIC_MIRROR:-}
+    if [ -z "$uri" ]; then
+        grep -qsx 'ID=debian' /etc/os-release ||
+            die "this host's apt archive is not Debian's: set SOFTRNIC_MIRROR to a Debian mirror's URL"
+        uri=$(apt_uris main)
+    fi
+    [ -n "$uri" ] || die "no Debian archive URI found in the host's apt configuration (or SOFTRNIC_MIRROR)"
     printf '%s\n' "$uri"
+}
+security_uri() {
+    if [ -n "${SOFTRNIC_MIRROR:-}" ]; then printf '%s\n' "${SOFTRNIC_SECURITY_MIRROR:-}"
+    else apt_uris security; fi
 }
 
 # in_root CMD...: run CMD as root inside the build root, in a private mount

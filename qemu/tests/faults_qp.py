@@ -2,6 +2,7 @@
 """RC retry and RNR behaviour across a veth, end to end (faults.sh).
 
 usage: faults_qp.py DEV_A GID_A DEV_B GID_B PEER_NETNS PEER_VETH [SLACK]
+       faults_qp.py --count   (how many verdicts a run prints: faults.sh's plan)
 
 One process holds an RC QP on DEV_A (the requester) and one on DEV_B (the
 responder); the devices sit on the two ends of the veth, so every packet
@@ -40,12 +41,14 @@ import pyverbs.enums as e
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rc_pair import End, connect_pair, wait_wc  # noqa: E402
 
-DEV_A, GID_A, DEV_B, GID_B, PEER_NS, PEER_VETH = sys.argv[1:7]
-GID_A, GID_B = int(GID_A), int(GID_B)
-SLACK = float(sys.argv[7]) if len(sys.argv) > 7 else 1.0
 MSG = 1000
-A = End(DEV_A, GID_A)
-B = End(DEV_B, GID_B)
+COUNT_ONLY = sys.argv[1:] == ['--count']
+if not COUNT_ONLY:
+    DEV_A, GID_A, DEV_B, GID_B, PEER_NS, PEER_VETH = sys.argv[1:7]
+    GID_A, GID_B = int(GID_A), int(GID_B)
+    SLACK = float(sys.argv[7]) if len(sys.argv) > 7 else 1.0
+    A = End(DEV_A, GID_A)
+    B = End(DEV_B, GID_B)
 
 
 def pair(recv_depth=4, **kw):
@@ -87,6 +90,8 @@ def check(name, fn):
         print('PASS %s%s' % (name, ' ' + res if res else ''), flush=True)
     except AssertionError as ex:
         print('FAIL %s: %s' % (name, ex), flush=True)
+    except Exception as ex:  # noqa: BLE001 (any error is this check's FAIL)
+        print('FAIL %s: %s: %s' % (name, type(ex).__name__, ex), flush=True)
 
 
 def link_down_retry_exc():
@@ -258,11 +263,13 @@ def shallow_rq():
     return '%d RNR NAKs' % (rnr_naks() - before) if before is not None else ''
 
 
-if os.environ.get('ONLY') != 'rnr':
-    check('link_down_retry_exc', link_down_retry_exc)
-    check('link_down_short', link_down_short)
-for n in range(7):
-    check('rnr_retry_%d' % n, rnr_exhausted(n))
-check('rnr_retry_7', rnr_infinite)
-check('rnr_budget_per_message', rnr_budget_per_message)
-check('shallow_rq', shallow_rq)
+CHECKS = [] if os.environ.get('ONLY') == 'rnr' else [
+    ('link_down_retry_exc', link_down_retry_exc), ('link_down_short', link_down_short)]
+CHECKS += [('rnr_retry_%d' % n, rnr_exhausted(n)) for n in range(7)]
+CHECKS += [('rnr_retry_7', rnr_infinite), ('rnr_budget_per_message', rnr_budget_per_message),
+           ('shallow_rq', shallow_rq)]
+if COUNT_ONLY:
+    print(len(CHECKS))
+else:
+    for name, fn in CHECKS:
+        check(name, fn)

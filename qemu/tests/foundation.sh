@@ -261,7 +261,7 @@ test_rxe_and_siw_beside_softrnic() {
     true
 }
 
-run_tests \
+set -- \
     test_module_load_unload_3x test_modinfo test_link_add_autoloads_module \
     test_link_add_del_3x test_two_devices_of_each_type \
     test_provider_matches_our_devices test_devinfo_verbose_attributes \
@@ -271,3 +271,5 @@ run_tests \
     test_bad_link_add_loopback test_netdev_delete_under_open_context \
     test_rmmod_with_open_context test_rmmod_with_devices_present \
     test_netns_teardown test_rxe_and_siw_beside_softrnic
+plan $#
+run_tests "$@"

@@ -11,6 +11,8 @@
 #   qemu/run qemu/tests/fuzz.sh [SECONDS] [WORKERS]   (default 20 s, 4 workers)
 . /src/qemu/tests/lib.sh
 
+TESTS="test_abi_fuzz_roce test_abi_fuzz_iwarp"
+plan $(words $TESTS)
 SECONDS_EACH=${1:-20}
 WORKERS=${2:-4}
 modprobe softrnic || exit 1
@@ -62,5 +64,5 @@ still_works() { # DEVICE
 test_abi_fuzz_roce() { fuzz_device fr0 1; still_works fr0; }
 test_abi_fuzz_iwarp() { fuzz_device fi0 100; }
 
-run_tests test_abi_fuzz_roce test_abi_fuzz_iwarp
+run_tests $TESTS
 cat /tmp/fuzz.summary 2>/dev/null

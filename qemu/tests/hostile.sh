@@ -26,6 +26,18 @@ net_setup() {
     fi
     rdma link show hx0/1 >/dev/null 2>&1 || ip netns exec ha rdma link add hx0 type softrnic_roce netdev ha0
 }
+# The tests of run_tests at the end; with transport_errors.py's checks
+# (one per check() call), the plan.
+set -- test_valid_packets_are_delivered test_truncated_is_malformed test_bad_icrc_is_counted \
+    test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
+    test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
+    test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
+    test_old_psn_is_duplicate test_stray_ack_is_ignored test_spoofed_source_is_dropped \
+    test_target_qps_saw_only_valid_packets \
+    test_fuzzed_packets test_fuzzed_packets_every_qp_state test_kill_9_during_traffic test_link_del_during_traffic \
+    test_rmmod_during_traffic test_netdev_del_during_traffic test_netns_del_during_traffic \
+    test_thousands_of_objects test_fork_after_registration test_unload_leaves_nothing
+plan $(( $# + $(grep -c "^check('" $T/transport_errors.py) ))
 net_setup || exit 1
 
 # counter NAME: the current value of one of hx0's counters.
@@ -122,7 +134,7 @@ test_fuzzed_packets_every_qp_state() {
 }
 
 # RC errors end to end: retry and RNR exhaustion, remote access errors.
-ip netns exec ha python3 $T/transport_errors.py hx0 2>&1
+runner transport_errors.py timeout $((120 * SLOW)) ip netns exec ha python3 $T/transport_errors.py hx0 2>&1
 
 # --- teardown while QPs move data (two softrnic devices, two namespaces) ---
 
@@ -258,12 +270,4 @@ test_unload_leaves_nothing() {
     echo "$last" | grep -q 'ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0$' || fail "objects left: $last"
 }
 
-run_tests test_valid_packets_are_delivered test_truncated_is_malformed test_bad_icrc_is_counted \
-    test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
-    test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
-    test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
-    test_old_psn_is_duplicate test_stray_ack_is_ignored test_spoofed_source_is_dropped \
-    test_target_qps_saw_only_valid_packets \
-    test_fuzzed_packets test_fuzzed_packets_every_qp_state test_kill_9_during_traffic test_link_del_during_traffic \
-    test_rmmod_during_traffic test_netdev_del_during_traffic test_netns_del_during_traffic \
-    test_thousands_of_objects test_fork_after_registration test_unload_leaves_nothing
+run_tests "$@"

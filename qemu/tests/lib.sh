@@ -1,6 +1,11 @@
 # Helpers for guest test scripts (sourced inside the VM).
-# A test is a shell function run in a subshell: `fail MSG` ends it as failed.
-# run_tests prints one line per test: "PASS name" or "FAIL name: reason".
+# A suite first declares how many verdicts it will print (`plan N`, exactly
+# once), then prints one verdict per test: "PASS name [result]", "FAIL name:
+# why" or "SKIP name: why" (scripts/verdicts counts them and fails the suite
+# on a test that printed none).  A test is a shell function run in a
+# subshell: `fail MSG` ends it as failed; run_tests prints its verdict.
+# A test program that prints verdicts itself runs under `runner`, so that its
+# crash or timeout is a FAIL too.
 
 fail() {
     echo "FAIL_REASON: $*"
@@ -21,6 +26,25 @@ wait_for() {
         _n=$((_n + 1))
     done
     return 1
+}
+
+plan() { echo "PLAN $1"; }
+# words ARGS...: how many there are.
+words() { echo $#; }
+
+# runner NAME CMD...: run CMD, a program that prints its own verdicts and
+# exits 0 when it ran to its end (whatever its tests found); any other exit
+# (an uncaught exception, a crash, timeout(1)'s 124) is "FAIL NAME: ...".
+runner() {
+    _name=$1; shift
+    "$@"
+    _rc=$?
+    case $_rc in
+    0) ;;
+    124) echo "FAIL $_name: timed out" ;;
+    *) echo "FAIL $_name: exited $_rc$([ $_rc -gt 128 ] && echo " (signal $((_rc - 128)))")" ;;
+    esac
+    return 0
 }
 
 run_tests() {

@@ -4,8 +4,10 @@
 # modules against a softrnic_iwarp device (without the tests that move data:
 # the iWARP transport is not there yet).  Debian ships the suite
 # gzip-compressed under /usr/share/doc; it is copied to /tmp and unpacked
-# first.  One line per module and device (pyverbs_run.py): PASS when unittest
-# reports no failure and no error, with every skip and its reason.
+# first.  One verdict per module and device (pyverbs_run.py): PASS when
+# unittest reports no failure and no error, SKIP when every test of the module
+# was skipped, with every skip and its reason; then each device's count of
+# single tests run, passed and skipped.
 . /src/qemu/tests/lib.sh
 
 ROCE_MODULES="${PYVERBS_MODULES:-test_addr test_atomic test_cq test_cq_events test_cqex
@@ -14,6 +16,7 @@ ROCE_MODULES="${PYVERBS_MODULES:-test_addr test_atomic test_cq test_cq_events te
     test_tag_matching}"
 IWARP_MODULES="${PYVERBS_MODULES:-test_device test_pd test_mr test_cq test_cq_events test_addr test_srq test_qp}"
 
+plan $(( $(words $ROCE_MODULES) + $(words $IWARP_MODULES) ))
 cp -r /usr/share/doc/rdma-core/tests /tmp/rdma-tests
 find /tmp/rdma-tests -name '*.gz' -exec gunzip -f {} +
 modprobe softrnic
@@ -25,9 +28,24 @@ rdma link add pr0 type softrnic_roce netdev vp0
 rdma link add pi0 type softrnic_iwarp netdev vp1
 wait_for 'ibv_devinfo -d pr0 | grep -q PORT_ACTIVE'
 
-run() {  # DEVICE MODULE [--no-data]
-    timeout $((300 * SLOW)) python3 /src/qemu/tests/pyverbs_run.py /tmp/rdma-tests "$@" 2>&1 ||
-        echo "FAIL pyverbs_${2}_$1: runner exited non-zero (timeout or crash)"
+: > /tmp/tally
+run() {  # DEVICE MODULE [--no-data]: the module's verdict; a runner that dies is its FAIL
+    name=pyverbs_${2}_$1
+    out=$(timeout $((300 * SLOW)) python3 /src/qemu/tests/pyverbs_run.py /tmp/rdma-tests "$@" 2>&1)
+    rc=$?
+    echo "$out" | grep '^# tally ' >> /tmp/tally
+    if [ $rc = 0 ]; then
+        echo "$out"
+        return
+    fi
+    said=$(echo "$out" | grep -m 1 "^\(PASS\|FAIL\|SKIP\) $name\b" | cut -d ' ' -f 1)
+    echo "$out" | grep -v "^\(PASS\|FAIL\|SKIP\) $name\b" | tail -n 30
+    echo "FAIL $name: runner $([ $rc = 124 ] && echo "timed out" || echo "exited $rc")${said:+ after it reported $said}"
 }
 for m in $ROCE_MODULES; do run pr0 $m; done
 for m in $IWARP_MODULES; do run pi0 $m --no-data; done
+# Single tests, per device (a module's verdict hides how many it skipped).
+for d in pr0 pi0; do
+    awk -v d=$d '$3 == d { r += $5; s += $7; f += $9 }
+        END { printf "# pyverbs on %s: %d tests ran: %d passed, %d skipped, %d failed\n", d, r, r - s - f, s, f }' /tmp/tally
+done

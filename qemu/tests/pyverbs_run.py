@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Run one module of rdma-core's pyverbs test suite against one device and
-print a one-line verdict plus every skip and its reason.
+print a one-line verdict plus every skip and its reason: PASS when unittest
+reports no failure and no error and at least one test ran, SKIP when every
+test of the module was skipped, FAIL otherwise.
 
 usage: pyverbs_run.py TESTS_DIR DEVICE MODULE [--no-data]
   --no-data  leave out the tests that move data (for a device whose
@@ -52,14 +54,26 @@ for t in flatten(loaded):
     else:
         kept.addTest(t)
 res = unittest.TextTestRunner(stream=open(os.devnull, 'w'), verbosity=0).run(kept)
-verdict = 'PASS' if res.wasSuccessful() else 'FAIL'
-print(f'{verdict} pyverbs_{module}_{dev}: ran {res.testsRun}, failures {len(res.failures)}, '
+# A module whose tests were all skipped tested nothing: SKIP, not PASS.
+bad = len(res.failures) + len(res.errors) + len(res.unexpectedSuccesses)
+if bad:
+    verdict = 'FAIL'
+elif res.testsRun == len(res.skipped):
+    verdict = 'SKIP'
+else:
+    verdict = 'PASS'
+sep = ':' if verdict != 'PASS' else ''
+print(f'{verdict} pyverbs_{module}_{dev}{sep} ran {res.testsRun}, failures {len(res.failures)}, '
       f'errors {len(res.errors)}, skipped {len(res.skipped)}'
       + (f', left for the engine {len(left)}' if left else ''))
 for t, why in res.failures + res.errors:
     print(f'    broken: {t.id()}')
     print('\n'.join('      ' + line for line in why.strip().splitlines()[-6:]))
+for t in res.unexpectedSuccesses:
+    print(f'    unexpected success: {t.id()}')
 for t, why in res.skipped:
     print(f'    skip: {t.id().rsplit(".", 1)[-1]}: {why}')
 for name in left:
     print(f'    engine: {name}')
+# The suite's per-device tally of single tests (pyverbs.sh sums these).
+print(f'# tally {dev} ran {res.testsRun} skipped {len(res.skipped)} failed {bad}')

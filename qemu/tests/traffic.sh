@@ -12,7 +12,8 @@
 # UDP 4791 in the namespace of their netdev.  The devices themselves are in
 # the shared rdma namespace, so each program end runs in its netns with -d and
 # the GID index of its veth's IPv4 address.  Prints "PASS test_SERVER_CLIENT
-# [result]" / "FAIL test_SERVER_CLIENT: why".
+# [result]" / "FAIL test_SERVER_CLIENT: why"; the rxe:rxe pair, which runs no
+# softrnic code, is the reference: "REF PASS ..." / "REF FAIL ...".
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_pairs.sh
 
@@ -38,6 +39,7 @@ for arg in "$@"; do
 done
 [ -n "$pairs" ] && PAIRS=$pairs
 [ -n "$only" ] && TESTS=$only
+plan_pairs $(words $TESTS)
 
 # ---- the tests (each in its own subshell; server side = first of the pair) ----
 

@@ -65,9 +65,11 @@ def send(q, opcode=e.IBV_WR_SEND, rkey=0, raddr=0):
 def check(name, fn):
     try:
         fn()
-        print('PASS %s' % name)
+        print('PASS %s' % name, flush=True)
     except AssertionError as ex:
-        print('FAIL %s: %s' % (name, ex))
+        print('FAIL %s: %s' % (name, ex), flush=True)
+    except Exception as ex:  # noqa: BLE001 (any error is this check's FAIL)
+        print('FAIL %s: %s: %s' % (name, type(ex).__name__, ex), flush=True)
 
 
 def retry_exhausted():

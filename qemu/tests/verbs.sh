@@ -182,23 +182,33 @@ test_no_object_leaks_at_unload() {
     echo "$line" | grep -q 'ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0' || fail "counts: $line"
 }
 
+EVENTS="event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel
+        event_arm_survives_cq_resize"
+set -- test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
+    test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal \
+    test_device_removed_under_live_objects test_concurrent_object_churn test_kernel_consumer_verbs \
+    test_no_object_leaks_at_unload
+# The plan: verbs_checks.py's checks (those it runs by default: all but the
+# event_ ones, run one by one below), verbs_bad's on each device (on si0
+# without --limits, which adds mw_limit_enforced), the events, the tests here.
+n_checks=$(awk '/^@check/ { getline; if ($2 !~ /^event_/) n++ } END { print n + 0 }' $CHECKS)
+n_bad=$(grep -o 'result("[a-z_]*"' /src/qemu/tests/verbs_bad.c | sort -u | wc -l)
+plan $((n_checks + n_bad + n_bad - 1 + $(words $EVENTS) + $#))
+
 if ! setup; then
     echo "FAIL verbs_setup: could not create sr0/si0"
     exit 1
 fi
-timeout $((300 * SLOW)) python3 $CHECKS sr0 si0
+runner verbs_checks.py timeout $((300 * SLOW)) python3 $CHECKS sr0 si0
 if gcc -O1 -o /tmp/verbs_bad /src/qemu/tests/verbs_bad.c -libverbs; then
-    timeout $((120 * SLOW)) /tmp/verbs_bad sr0 --limits
-    timeout $((30 * SLOW)) /tmp/verbs_bad si0 | sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/'
+    runner verbs_bad timeout $((120 * SLOW)) /tmp/verbs_bad sr0 --limits
+    runner verbs_bad_iwarp timeout $((30 * SLOW)) /tmp/verbs_bad si0 |
+        sed 's/^\(PASS\|FAIL\) \([a-z_]*\)/\1 \2_iwarp/; s/^\(FAIL verbs_bad_iwarp\)_iwarp/\1/'
 else
     echo "FAIL verbs_bad_build: gcc failed"
 fi
-for ev in event_sq_drained event_last_wqe_reached event_cq_overflow_is_cq_error event_completion_channel \
-          event_arm_survives_cq_resize; do
+for ev in $EVENTS; do
     out=$(timeout $((30 * SLOW)) python3 $CHECKS sr0 si0 $ev 2>&1)
     echo "$out" | grep -q "^PASS $ev" && echo "PASS $ev" || { echo "FAIL $ev: no event or error"; echo "$out" | tail -n 8 | sed 's/^/    /'; }
 done
-run_tests test_gid_change_event test_kernel_consumer_gsi_qp test_device_fatal_on_netdev_removal \
-    test_rdma_cm_on_iwarp_refuses_cleanly test_rdma_cm_on_roce_then_device_removal \
-    test_device_removed_under_live_objects test_concurrent_object_churn test_kernel_consumer_verbs \
-    test_no_object_leaks_at_unload
+run_tests "$@"

@@ -4,7 +4,8 @@
  * first and hides handles): destroying objects still in use, and destroying
  * an object twice at the uverbs ABI.  Compiled in the guest by verbs.sh.
  *
- * usage: verbs_bad DEVICE [--limits]   — prints "PASS name" / "FAIL name: why".
+ * usage: verbs_bad DEVICE [--limits]   — prints "PASS name" / "FAIL name: why";
+ * exits 0 once it ran to its end (its verdicts are in those lines).
  * --limits also fills the device's memory-window table to max_mw.
  */
 #include <errno.h>
@@ -15,16 +16,12 @@
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
 
-static int failures;
-
 static void result(const char *name, int ok, const char *why, int err)
 {
 	if (ok)
 		printf("PASS %s\n", name);
-	else {
+	else
 		printf("FAIL %s: %s (errno %d)\n", name, why, err);
-		failures++;
-	}
 }
 
 /* DESTROY_CQ through the legacy write() ABI, by handle. */
@@ -168,5 +165,5 @@ int main(int argc, char **argv)
 		ibv_close_device(ctx2);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
-	return failures != 0;
+	return 0;
 }

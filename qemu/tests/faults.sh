@@ -32,7 +32,7 @@ for arg in "$@"; do
     only=*) only=$(echo "${arg#only=}" | tr ',' ' ') ;;
     tests=*) tests=$(echo "${arg#tests=}" | tr ',' ' ') ;;
     *:*) pairs="$pairs $arg" ;;
-    *) echo "FAIL faults_args: unknown argument $arg"; exit 1 ;;
+    *) echo "DIED faults_args: unknown argument $arg"; exit 1 ;;
     esac
 done
 PROFILES="loss0.1 loss1 loss5 burst reorder dup corrupt"
@@ -335,7 +335,7 @@ for PAIR in $PAIRS; do
         rc=$?
         sed -n "s/^\(PASS\|FAIL\) /&faults_/; s/^\(PASS\|FAIL\) faults_[^ :]*/&_$PAIR_TAG/p" /tmp/qp.out
         grep -q '^PASS\|^FAIL' /tmp/qp.out && [ $rc = 0 ] ||
-            { echo "FAIL faults_qp_$PAIR_TAG: faults_qp.py exited $rc"; tail -n 15 /tmp/qp.out | sed 's/^/    /'; }
+            { echo "DIED faults_qp_$PAIR_TAG: faults_qp.py exited $rc"; tail -n 15 /tmp/qp.out | sed 's/^/    /'; }
     fi
     teardown_pair > /tmp/teardown.out 2>&1
     grep '^# ' /tmp/teardown.out

@@ -25,7 +25,7 @@ rdma link add fi0 type softrnic_iwarp netdev fz1 || exit 1
 for d in fr0 fi0; do
     wait_for "ibv_devinfo -d $d | grep -q PORT_ACTIVE" 100 || echo "# $d: port not active"
 done
-gcc -O1 -o /tmp/abi_fuzz /src/qemu/tests/abi_fuzz.c -libverbs || { echo "FAIL abi_fuzz_build: gcc failed"; exit 1; }
+gcc -O1 -o /tmp/abi_fuzz /src/qemu/tests/abi_fuzz.c -libverbs || { echo "DIED abi_fuzz_build: gcc failed"; exit 1; }
 
 # The device's line of `rdma resource show`: "pd N cq N qp N cm_id N mr N ctx N srq N".
 objects() { rdma resource show | grep " $1: " | sed 's/^[0-9]*: [^:]*: //'; }

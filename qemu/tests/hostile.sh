@@ -50,7 +50,7 @@ ip netns exec ha python3 $T/hostile_target.py hx0 10.88.0.2 /tmp/target.state \
     < /tmp/target.in > /tmp/target.out 2>&1 &
 TARGET=$!
 exec 3> /tmp/target.in
-wait_for 'test -s /tmp/target.state' 150 || { cat /tmp/target.out; echo "FAIL hostile_setup: no target QPs"; exit 1; }
+wait_for 'test -s /tmp/target.state' 150 || { cat /tmp/target.out; echo "DIED hostile_setup: no target QPs"; exit 1; }
 
 inject() {  # CASE COUNT  (source address: $SRC, default the RC QP's peer)
     ip netns exec hb python3 $T/hostile_inject.py ${SRC:-10.88.0.2} 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||

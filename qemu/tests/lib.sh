@@ -5,7 +5,7 @@
 # on a test that printed none).  A test is a shell function run in a
 # subshell: `fail MSG` ends it as failed; run_tests prints its verdict.
 # A test program that prints verdicts itself runs under `runner`, so that its
-# crash or timeout is a FAIL too.
+# crash or timeout is a failure too ("DIED name: why").
 
 fail() {
     echo "FAIL_REASON: $*"
@@ -34,15 +34,16 @@ words() { echo $#; }
 
 # runner NAME CMD...: run CMD, a program that prints its own verdicts and
 # exits 0 when it ran to its end (whatever its tests found); any other exit
-# (an uncaught exception, a crash, timeout(1)'s 124) is "FAIL NAME: ...".
+# (an uncaught exception, a crash, timeout(1)'s 124) is "DIED NAME: ...", a
+# failure of its own beside the verdicts it never printed.
 runner() {
     _name=$1; shift
     "$@"
     _rc=$?
     case $_rc in
     0) ;;
-    124) echo "FAIL $_name: timed out" ;;
-    *) echo "FAIL $_name: exited $_rc$([ $_rc -gt 128 ] && echo " (signal $((_rc - 128)))")" ;;
+    124) echo "DIED $_name: timed out" ;;
+    *) echo "DIED $_name: exited $_rc$([ $_rc -gt 128 ] && echo " (signal $((_rc - 128)))")" ;;
     esac
     return 0
 }

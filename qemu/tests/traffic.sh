@@ -34,7 +34,7 @@ for arg in "$@"; do
     case $arg in
     only=*) only=$(echo "${arg#only=}" | tr ',' ' ') ;;
     *:*) pairs="$pairs $arg" ;;
-    *) echo "FAIL traffic_args: unknown argument $arg"; exit 1 ;;
+    *) echo "DIED traffic_args: unknown argument $arg"; exit 1 ;;
     esac
 done
 [ -n "$pairs" ] && PAIRS=$pairs

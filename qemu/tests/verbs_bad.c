@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 		if (argc > 1 && !strcmp(ibv_get_device_name(list[i]), argv[1]))
 			ctx = ibv_open_device(list[i]);
 	if (!ctx) {
-		printf("FAIL verbs_bad_open: no device %s\n", argc > 1 ? argv[1] : "?");
+		printf("DIED verbs_bad_open: no device %s\n", argc > 1 ? argv[1] : "?");
 		return 1;
 	}
 	pd = ibv_alloc_pd(ctx);
@@ -105,7 +105,7 @@ int main(int argc, char **argv)
 	qp = pd && cq && srq ? ibv_create_qp(pd, &qattr) : NULL;
 	mr = pd ? ibv_reg_mr(pd, buf, sizeof(buf), 0) : NULL;
 	if (!qp || !mr) {
-		printf("FAIL verbs_bad_setup: errno %d\n", errno);
+		printf("DIED verbs_bad_setup: errno %d\n", errno);
 		return 1;
 	}
 

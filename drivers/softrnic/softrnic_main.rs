@@ -33,6 +33,10 @@ mod psn;
 #[path = "core/roce_wire.rs"]
 #[allow(dead_code)]
 mod roce_wire;
+// The RoCEv2 protocol machines (sans-IO, run by the host simulation too).
+#[path = "core/roce/mod.rs"]
+#[allow(dead_code)]
+mod roce;
 #[path = "core/transport_rules.rs"]
 #[allow(dead_code)]
 mod transport_rules;

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The RNIC engine for RoCEv2: the requester (`send.rs`: work requests to
-//! request packets), the responder (`respond.rs`: request packets to memory,
-//! receive completions and responses), the completer (`complete.rs`:
-//! acknowledgements and responses to send completions, retransmission) and
-//! receive dispatch (`rx.rs`).  Memory checks are in `mem.rs`, packet
-//! assembly in `packet.rs`.  The wire formats and PSN arithmetic are the
-//! sans-IO cores in `core/`.
+//! The RNIC engine for RoCEv2.  The protocol machines (requester,
+//! completer, responder) are sans-IO, in `core/roce/`; this executes what
+//! they ask: `send.rs` (WQEs in, request packets out, send completions),
+//! `complete.rs` (responses and the timer to the completer), `respond.rs`
+//! (receive WQEs, memory placement, receive completions, response packets)
+//! and receive dispatch (`rx.rs`).  Memory checks are in `mem.rs`, packet
+//! assembly in `packet.rs`.
 //!
 //! Concurrency: all of a QP's engine state sits under the QP lock.  Packets
 //! are built under it and sent after it is dropped; one context at a time
@@ -21,6 +21,7 @@ pub(crate) mod send;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::glue::bindings as b;
@@ -69,6 +70,22 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_errors",
 ];
 
+impl From<crate::roce::Count> for Counter {
+    fn from(c: crate::roce::Count) -> Counter {
+        use crate::roce::Count;
+        match c {
+            Count::BadState => Counter::RxBadState,
+            Count::Malformed => Counter::RxMalformed,
+            Count::Duplicate => Counter::RxDuplicate,
+            Count::SeqNakSent => Counter::SeqNakSent,
+            Count::RnrNakSent => Counter::RnrNakSent,
+            Count::RnrNakReceived => Counter::RnrNakReceived,
+            Count::Retransmit => Counter::Retransmits,
+            Count::AckTimeout => Counter::AckTimeouts,
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counters([AtomicU64; COUNTERS]);
 
@@ -90,7 +107,7 @@ const WORK_BATCHES: u32 = 64;
 
 /// The engine state of a QP (under the QP lock).
 pub(crate) struct Engine {
-    pub(crate) req: send::Requester,
+    pub(crate) req: Requester,
     pub(crate) resp: respond::Responder,
     /// A context is building and sending this QP's packets.
     pumping: bool,
@@ -100,11 +117,37 @@ pub(crate) struct Engine {
     pub(crate) dying: bool,
 }
 
+/// The requester machine as the kernel keeps it: a `Track` per send-queue
+/// slot (kvmalloc: a deep queue needs megabytes).
+pub(crate) type Requester =
+    crate::roce::requester::Requester<crate::abi::SendWqe, KVVec<send::Track>>;
+
+fn new_requester(slots: u32) -> Result<Requester> {
+    let mut track = KVVec::with_capacity(slots as usize, GFP_KERNEL)?;
+    for _ in 0..slots {
+        track.push(send::Track::default(), GFP_KERNEL)?;
+    }
+    Ok(Requester::new(track))
+}
+
+// The machines' completion codes are the ABI's.
+const _: () = {
+    use crate::abi;
+    use crate::roce::wc;
+    assert!(wc::SUCCESS == abi::WC_SUCCESS && wc::LOC_LEN_ERR == abi::WC_LOC_LEN_ERR);
+    assert!(wc::LOC_QP_OP_ERR == abi::WC_LOC_QP_OP_ERR && wc::LOC_PROT_ERR == abi::WC_LOC_PROT_ERR);
+    assert!(wc::WR_FLUSH_ERR == abi::WC_WR_FLUSH_ERR);
+    assert!(wc::REM_INV_REQ_ERR == abi::WC_REM_INV_REQ_ERR);
+    assert!(wc::REM_ACCESS_ERR == abi::WC_REM_ACCESS_ERR && wc::REM_OP_ERR == abi::WC_REM_OP_ERR);
+    assert!(wc::RETRY_EXC_ERR == abi::WC_RETRY_EXC_ERR);
+    assert!(wc::RNR_RETRY_EXC_ERR == abi::WC_RNR_RETRY_EXC_ERR);
+};
+
 impl Engine {
     pub(crate) fn new(sq_slots: u32) -> Result<Engine> {
         Ok(Engine {
-            req: send::Requester::new(sq_slots)?,
-            resp: respond::Responder::new()?,
+            req: new_requester(sq_slots)?,
+            resp: respond::new_responder()?,
             pumping: false,
             again: false,
             dying: false,
@@ -173,7 +216,7 @@ impl Qp {
             }
             if batch >= budget {
                 s.eng.pumping = false;
-                self.queue_work(&s.eng);
+                self.queue_work(s.eng.dying);
                 return;
             }
         }
@@ -182,21 +225,21 @@ impl Qp {
     /// Have the work item pump (takes the QP lock).
     pub(crate) fn schedule(&self) {
         let s = self.inner.lock();
-        self.queue_work(&s.eng);
+        self.queue_work(s.eng.dying);
     }
 
     /// Have the work item pump (not while the QP is being destroyed); the
     /// caller holds the QP lock.
-    pub(crate) fn queue_work(&self, eng: &Engine) {
-        if !eng.dying {
+    pub(crate) fn queue_work(&self, dying: bool) {
+        if !dying {
             // SAFETY: initialised in `engine_init`; `dying` is set (under the
             // lock we are called with) before the work is cancelled for good.
             unsafe { deferred::work_queue(self.work_ptr(), self.cpu) };
         }
     }
 
-    pub(crate) fn arm_timer(&self, eng: &Engine, usecs: u64) {
-        if !eng.dying {
+    pub(crate) fn arm_timer(&self, dying: bool, usecs: u64) {
+        if !dying {
             // SAFETY: initialised in `engine_init`; shut down only after
             // `dying` is set under the QP lock, which the caller holds.
             unsafe { deferred::timer_arm(self.timer_ptr(), usecs) };

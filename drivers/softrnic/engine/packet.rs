@@ -12,6 +12,7 @@ use crate::psn::Psn;
 use crate::roce_wire::{self, Bth, Headers, Opcode, ICRC_LEN};
 
 use super::Counter;
+use crate::roce::SendFail;
 
 /// The P_Key every packet carries (the default partition, full member).
 pub(crate) const PKEY: u16 = 0xffff;
@@ -66,26 +67,26 @@ impl Outbox {
         hdr: &Headers,
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> bool,
-    ) -> Result<(), Built> {
+    ) -> Result<(), SendFail> {
         if self.is_full() {
-            return Err(Built::Full);
+            return Err(SendFail::Full);
         }
         let pad = roce_wire::pad_count(payload_len);
         let hlen = hdr.wire_len();
         let total = hlen + payload_len + usize::from(pad) + ICRC_LEN;
         let Some((skb, buf)) = Skb::alloc(ndev, total, route.ipv4) else {
             dev.counters().bump(Counter::TxErrors);
-            return Err(Built::NoMemory);
+            return Err(SendFail::NoMemory);
         };
         let mut h = *hdr;
         h.bth.pad_cnt = pad;
         if roce_wire::build(buf, &h).is_err() {
-            return Err(Built::NoMemory);
+            return Err(SendFail::NoMemory);
         }
         let (_, rest) = buf.split_at_mut(hlen);
         let (payload, tail) = rest.split_at_mut(payload_len);
         if !fill(payload) {
-            return Err(Built::BadMemory);
+            return Err(SendFail::BadMemory);
         }
         tail.fill(0);
         self.pkts[self.n] = Some((skb, *route));
@@ -115,16 +116,4 @@ impl Outbox {
             }
         }
     }
-}
-
-/// Why a packet was not built.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) enum Built {
-    /// The outbox is full: build it in the next batch.
-    Full,
-    /// No memory for the sk_buff, or no route: as if lost on the wire.
-    NoMemory,
-    NoRoute,
-    /// `fill` could not read the memory (a protection failure).
-    BadMemory,
 }

@@ -1,65 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The requester: send-queue WQEs become request packets.  Each WQE is
-//! read once from the ring into a kernel-private `Track` (its length, PSN
-//! range and progress), so retransmission never depends on what user space
-//! writes into the ring later.  RC keeps WQEs until the completer retires
-//! them; UC and UD complete a WQE once its last packet is sent.
+//! The requester's executor: the RoCEv2 requester machine
+//! (`core/roce/requester.rs`) decides what goes out and when; this reads
+//! and checks the WQEs it asks for (SGEs against the memory keys), builds
+//! the packets it plans (headers, payload straight from memory), runs local
+//! operations, and completes WQEs on the send CQ.
 
-use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use super::mem::{self, Data};
-use super::packet::{bth, Built, Outbox};
+use super::packet::{bth, Outbox};
 use crate::abi::{self, SendWqe, Sge};
 use crate::glue::net::IpRoute;
+use crate::glue::ring::Ring;
 use crate::glue::{IbDevice, NetDevice};
-use crate::psn::{self, Psn};
 use crate::qp_state::{QpState, QpType};
-use crate::roce_wire::{AtomicEth, Deth, Headers, Ieth, ImmDt, Reth};
+use crate::roce::requester::{Prepared, RequestPacket, RequesterIo, RequesterParams};
+use crate::roce::{Count, Outcome, SendFail};
+use crate::roce_wire::{AtomicEth, Deth, Ext, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
 use crate::verbs::ah::Av;
 use crate::verbs::local_ops::{self, OnQp};
-use crate::verbs::qp::{After, Qp, QpInner};
+use crate::verbs::qp::{After, Qp, QpAttrs, QpInner};
 
-/// RC packets in flight beyond the oldest unacknowledged one.
-const WINDOW: u32 = 256;
-/// An RC request asks for an ACK at least this often inside long messages.
-const ACK_EVERY: u32 = 32;
 /// Maximum SGEs a send WQE may carry (device limit).
 pub(crate) const MAX_SGE: usize = 32;
 
 /// What the requester knows of one send WQE.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct Track {
-    pub(crate) wqe: SendWqe,
-    pub(crate) len: u32,
-    pub(crate) first_psn: u32,
-    /// PSNs the WQE takes (0 for local operations).
-    pub(crate) npkts: u32,
-    /// READ: response packets received; atomics: 1 once answered.
-    pub(crate) got: u32,
-    /// Sent at least once (READ/atomic: counted in `rd_inflight`).
-    pub(crate) sent: bool,
-    /// A completion status to report when the WQE reaches the head.
-    pub(crate) error: u8,
-}
-
-impl Track {
-    pub(crate) fn op(&self) -> Option<MsgOp> {
-        msg_op(self.wqe.opcode)
-    }
-
-    pub(crate) fn is_read_or_atomic(&self) -> bool {
-        matches!(
-            self.op(),
-            Some(MsgOp::Read | MsgOp::CmpSwap | MsgOp::FetchAdd)
-        )
-    }
-
-    pub(crate) fn last_psn(&self) -> Psn {
-        Psn::new(self.first_psn).offset(self.npkts.saturating_sub(1) as i32)
-    }
-}
+pub(crate) type Track = crate::roce::requester::Track<SendWqe>;
 
 pub(crate) fn msg_op(opcode: u32) -> Option<MsgOp> {
     Some(match opcode {
@@ -75,93 +42,117 @@ pub(crate) fn msg_op(opcode: u32) -> Option<MsgOp> {
     })
 }
 
-pub(crate) struct Requester {
-    /// One per send-queue slot (kvmalloc: a deep queue needs megabytes).
-    pub(crate) track: KVVec<Track>,
-    /// The WQE being sent and the packet of it that goes next.
-    pub(crate) next_wqe: u32,
-    pub(crate) wqe_pkt: u32,
-    /// WQEs up to here have a valid `Track`.
-    pub(crate) fetched: u32,
-    /// The PSN the next new WQE starts at.
-    pub(crate) next_psn: Psn,
-    /// The oldest PSN not yet acknowledged.
-    pub(crate) una: Psn,
-    /// READ and atomic WQEs sent and not completed.
-    pub(crate) rd_inflight: u32,
-    pub(crate) retry_left: u8,
-    pub(crate) rnr_left: u8,
-    /// Waiting out an RNR NAK's timer before retransmitting.
-    pub(crate) rnr_wait: bool,
-    /// The retransmission timer is running.
-    pub(crate) timer_on: bool,
-    /// The PSN the requester last went back to because responses before
-    /// the one that arrived were lost, until the next progress: the other
-    /// responses still in flight behind the lost one must not each rewind
-    /// it again (a storm of duplicate requests that restart the responder
-    /// over and over).
-    pub(crate) rewound_for_gap: Option<u32>,
-    /// The PSN the requester last went back to for an RNR NAK, until the
-    /// next progress: a sequence NAK of it is that RNR NAK's echo.
-    pub(crate) rewound_for_rnr: Option<u32>,
-    /// In SQD: the WQE the drain stops before (those before it had begun),
-    /// and whether SQ_DRAINED was raised.
-    pub(crate) drain_point: u32,
-    pub(crate) drained: bool,
+/// The requester's parameters from the QP's state and attributes.
+pub(crate) fn params(svc: Service, state: QpState, a: &QpAttrs, mtu: u32) -> RequesterParams {
+    RequesterParams {
+        svc,
+        mtu,
+        max_rd: core::cmp::max(u32::from(a.max_rd_atomic), 1),
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        rts: state == QpState::Rts,
+        sqd: state == QpState::Sqd,
+    }
 }
 
-impl Requester {
-    pub(crate) fn new(slots: u32) -> Result<Requester> {
-        let mut track = KVVec::with_capacity(slots as usize, GFP_KERNEL)?;
-        for _ in 0..slots {
-            track.push(Track::default(), GFP_KERNEL)?;
+/// The requester's I/O: the send ring, memory, the outbox, the send CQ.
+pub(crate) struct ReqIo<'a> {
+    pub(crate) qp: &'a Qp,
+    pub(crate) dev: &'a IbDevice,
+    pub(crate) sq: &'a Ring,
+    pub(crate) sq_cons: &'a mut u32,
+    pub(crate) attrs: &'a QpAttrs,
+    pub(crate) after: &'a mut After,
+    /// Where packets go (`None`: this step sends nothing).
+    pub(crate) out: Option<(&'a NetDevice, &'a mut Outbox)>,
+    pub(crate) dying: bool,
+}
+
+impl RequesterIo<SendWqe> for ReqIo<'_> {
+    fn producer(&mut self) -> u32 {
+        self.sq.producer()
+    }
+
+    fn slots(&self) -> u32 {
+        self.sq.slots()
+    }
+
+    fn prepare(&mut self, index: u32) -> Option<Prepared<SendWqe>> {
+        let w = self.sq.read::<SendWqe>(index, 0)?;
+        let mut p = Prepared {
+            wqe: w,
+            op: None,
+            len: 0,
+            fence: w.send_flags & abi::SEND_FENCE != 0,
+            solicited: w.send_flags & abi::SEND_SOLICITED != 0,
+            error: 0,
+        };
+        if local_ops::is_local(w.opcode) {
+            return Some(p);
         }
-        Ok(Requester {
-            track,
-            next_wqe: 0,
-            wqe_pkt: 0,
-            fetched: 0,
-            next_psn: Psn::new(0),
-            una: Psn::new(0),
-            rd_inflight: 0,
-            retry_left: 0,
-            rnr_left: 0,
-            rnr_wait: false,
-            timer_on: false,
-            rewound_for_gap: None,
-            rewound_for_rnr: None,
-            drain_point: 0,
-            drained: false,
-        })
+        match self.qp.check_wqe(self.sq, index, &w) {
+            Ok((op, len)) => {
+                p.op = Some(op);
+                p.len = len;
+            }
+            Err(status) => p.error = status,
+        }
+        Some(p)
     }
 
-    /// Start over at `sq_cons` (entering RTS).
-    pub(crate) fn restart(&mut self, sq_cons: u32, sq_psn: u32, retry: u8, rnr: u8) {
-        self.next_wqe = sq_cons;
-        self.wqe_pkt = 0;
-        self.fetched = sq_cons;
-        self.next_psn = Psn::new(sq_psn);
-        self.una = Psn::new(sq_psn);
-        self.rd_inflight = 0;
-        self.retry_left = retry;
-        self.rnr_left = rnr;
-        self.rnr_wait = false;
-        self.timer_on = false;
-        self.rewound_for_gap = None;
-        self.rewound_for_rnr = None;
+    fn run_local(&mut self, wqe: &SendWqe) -> u8 {
+        let on = OnQp {
+            pd: self.qp.ib.pd as usize,
+            qpn: self.qp.qpn(),
+        };
+        match local_ops::execute(self.dev.verbs(), &on, wqe) {
+            Ok(()) => abi::WC_SUCCESS,
+            Err(st) => st,
+        }
     }
 
-    pub(crate) fn slot(&self, index: u32) -> usize {
-        (index as usize) & (self.track.len() - 1)
+    fn send(&mut self, p: &RequestPacket<'_, SendWqe>) -> Result<(), SendFail> {
+        let Some((ndev, out)) = self.out.as_mut() else {
+            return Err(SendFail::Full);
+        };
+        self.qp.build_request(self.sq, self.attrs, self.dev, ndev, out, p)
     }
 
-    pub(crate) fn get(&self, index: u32) -> Track {
-        self.track[self.slot(index)]
+    fn complete(&mut self, index: u32, t: &Track, status: u8) {
+        *self.sq_cons = index.wrapping_add(1);
+        self.sq.set_consumer(*self.sq_cons);
+        if status != abi::WC_SUCCESS || t.wqe.send_flags & abi::SEND_SIGNALED != 0 {
+            let mut cqe = self.qp.send_cqe(t.wqe.wr_id, t.wqe.opcode, status);
+            cqe.byte_len = t.len;
+            let (_, owed) = self.qp.send_cq().push(&cqe, false);
+            self.after.send_cq.merge(owed);
+        }
     }
 
-    pub(crate) fn set(&mut self, index: u32, t: Track) {
-        let i = self.slot(index);
-        self.track[i] = t;
+    fn store(&mut self, index: u32, t: &Track, offset: u32, data: &[u8]) -> bool {
+        let mut buf = [Sge::default(); MAX_SGE];
+        let Some(sges) = Qp::wqe_sges(self.sq, index, &t.wqe, &mut buf) else {
+            return false;
+        };
+        let pd = self.qp.ib.pd as usize;
+        mem::sgl_copy(self.dev.verbs(), pd, sges, u64::from(offset), Data::Store(data)).is_ok()
+    }
+
+    fn arm_timer(&mut self, usecs: u64) {
+        self.qp.arm_timer(self.dying, usecs);
+    }
+
+    fn stop_timer(&mut self) {
+        self.qp.stop_timer();
+    }
+
+    fn retry_later(&mut self) {
+        self.qp.queue_work(self.dying);
+    }
+
+    fn count(&mut self, c: Count) {
+        self.dev.counters().bump(super::Counter::from(c));
     }
 }
 
@@ -212,7 +203,7 @@ impl Qp {
 
     /// Read a WQE's SGEs from its slot.
     pub(crate) fn wqe_sges<'a>(
-        s: &QpInner,
+        sq: &Ring,
         index: u32,
         w: &SendWqe,
         buf: &'a mut [Sge; MAX_SGE],
@@ -222,26 +213,17 @@ impl Qp {
             return None;
         }
         for (i, sge) in buf.iter_mut().enumerate().take(n) {
-            *sge =
-                s.sq.read::<Sge>(index, size_of::<SendWqe>() + i * size_of::<Sge>())?;
+            *sge = sq.read::<Sge>(index, size_of::<SendWqe>() + i * size_of::<Sge>())?;
         }
         Some(&buf[..n])
     }
 
-    /// Check a new WQE and work out its length and PSN count; `Err` is the
-    /// completion status it fails with.
-    fn prepare(&self, s: &QpInner, index: u32, w: &SendWqe, mtu: u32) -> Result<Track, u8> {
-        let mut t = Track {
-            wqe: *w,
-            ..Track::default()
-        };
-        if local_ops::is_local(w.opcode) {
-            return Ok(t);
-        }
+    /// Check a new message WQE against the memory keys and the limits:
+    /// its operation and length, or the completion status it fails with.
+    /// (The requester machine checks the operation against the service and
+    /// the length against the MTU.)
+    fn check_wqe(&self, sq: &Ring, index: u32, w: &SendWqe) -> Result<(MsgOp, u32), u8> {
         let op = msg_op(w.opcode).ok_or(abi::WC_LOC_QP_OP_ERR)?;
-        if rules::request_opcode(self.service(), op, 0, 1).is_none() {
-            return Err(abi::WC_LOC_QP_OP_ERR);
-        }
         let len = if w.send_flags & abi::SEND_INLINE != 0 {
             if w.inline_len > self.caps.max_inline {
                 return Err(abi::WC_LOC_LEN_ERR);
@@ -252,7 +234,7 @@ impl Qp {
                 return Err(abi::WC_LOC_LEN_ERR);
             }
             let mut buf = [Sge::default(); MAX_SGE];
-            let sges = Self::wqe_sges(s, index, w, &mut buf).ok_or(abi::WC_LOC_LEN_ERR)?;
+            let sges = Self::wqe_sges(sq, index, w, &mut buf).ok_or(abi::WC_LOC_LEN_ERR)?;
             // READ and atomic results are written into the SGEs.
             let write = matches!(op, MsgOp::Read | MsgOp::CmpSwap | MsgOp::FetchAdd);
             mem::sgl_check(self.dev().verbs(), self.ib.pd as usize, sges, write)
@@ -261,26 +243,13 @@ impl Qp {
         if len > u64::from(crate::limits::MAX_MSG_SIZE) {
             return Err(abi::WC_LOC_LEN_ERR);
         }
-        let len = len as u32;
-        let npkts = match op {
-            MsgOp::CmpSwap | MsgOp::FetchAdd => {
-                if len < 8 || w.remote_addr % 8 != 0 {
-                    return Err(abi::WC_LOC_LEN_ERR);
-                }
-                1
-            }
-            _ => rules::packets(len, mtu),
-        };
-        if self.service() == Service::Ud && len > mtu {
+        if matches!(op, MsgOp::CmpSwap | MsgOp::FetchAdd) && (len < 8 || w.remote_addr % 8 != 0) {
             return Err(abi::WC_LOC_LEN_ERR);
         }
-        t.len = len;
-        t.npkts = npkts;
-        Ok(t)
+        Ok((op, len as u32))
     }
 
-    /// Build request packets from the send queue into `out` while the
-    /// window, the outbox and the ordering rules allow.
+    /// Run the requester: request packets from the send queue into `out`.
     pub(crate) fn emit_requests(
         &self,
         s: &mut QpInner,
@@ -289,221 +258,73 @@ impl Qp {
         out: &mut Outbox,
         after: &mut After,
     ) {
-        // SQD: only the messages begun before it go on (IBTA 10.3.1.5).
-        let sending = |s: &QpInner| {
-            s.state == QpState::Rts
-                || (s.state == QpState::Sqd
-                    && (s.eng.req.next_wqe.wrapping_sub(s.eng.req.drain_point) as i32) < 0)
-        };
-        if !sending(s) || self.iwarp {
+        if !matches!(s.state, QpState::Rts | QpState::Sqd) {
             return;
         }
-        let mtu = self.mtu(s, ndev);
-        let svc = self.service();
-        let max_rd = core::cmp::max(u32::from(s.attrs.max_rd_atomic), 1);
-        let mut sent_rc = false;
-        loop {
-            if !sending(s) || s.eng.req.rnr_wait {
-                break;
-            }
-            let prod = s.sq.producer();
-            let pending = prod.wrapping_sub(s.sq_cons);
-            if pending > s.sq.slots() {
-                // More WQEs than slots: the ring is corrupt (a local work
-                // queue catastrophic error).
-                self.enter(s, QpState::Err, after);
-                after.fatal = true;
-                break;
-            }
-            let r = &mut s.eng.req;
-            if r.next_wqe.wrapping_sub(s.sq_cons) >= pending {
-                break;
-            }
-            let index = r.next_wqe;
-            if index == r.fetched {
-                let Some(w) = s.sq.read::<SendWqe>(index, 0) else {
-                    break;
-                };
-                let t = match self.prepare(s, index, &w, mtu) {
-                    Ok(mut t) => {
-                        t.first_psn = s.eng.req.next_psn.get();
-                        s.eng.req.next_psn = s.eng.req.next_psn.offset(t.npkts as i32);
-                        t
-                    }
-                    Err(status) => Track {
-                        wqe: w,
-                        error: status,
-                        ..Track::default()
-                    },
-                };
-                let r = &mut s.eng.req;
-                r.set(index, t);
-                r.fetched = r.fetched.wrapping_add(1);
-            }
-            let t = s.eng.req.get(index);
-            if t.error != 0 || local_ops::is_local(t.wqe.opcode) {
-                // Local operations and failed WQEs complete in order: wait
-                // for everything before them to complete.
-                if index != s.sq_cons {
-                    break;
-                }
-                let status = if t.error != 0 {
-                    t.error
-                } else {
-                    let on = OnQp {
-                        pd: self.ib.pd as usize,
-                        qpn: self.qpn(),
-                    };
-                    match local_ops::execute(dev.verbs(), &on, &t.wqe) {
-                        Ok(()) => abi::WC_SUCCESS,
-                        Err(st) => st,
-                    }
-                };
-                let r = &mut s.eng.req;
-                r.next_wqe = r.next_wqe.wrapping_add(1);
-                r.wqe_pkt = 0;
-                self.retire_head(s, &t, status, after);
-                if status != abi::WC_SUCCESS {
-                    self.enter(s, QpState::Err, after);
-                }
-                continue;
-            }
-            let r = &s.eng.req;
-            if t.wqe.send_flags & abi::SEND_FENCE != 0 && !t.sent && r.rd_inflight > 0 {
-                break;
-            }
-            if t.is_read_or_atomic() && !t.sent && r.rd_inflight >= max_rd {
-                break;
-            }
-            let pkt = r.wqe_pkt;
-            let psn = Psn::new(t.first_psn).offset(pkt as i32);
-            if svc == Service::Rc && psn::diff(psn, r.una) >= WINDOW as i32 {
-                break;
-            }
-            match self.build_request(s, dev, ndev, out, index, &t, pkt, mtu) {
-                Ok(()) => {}
-                Err(Built::Full) => break,
-                Err(Built::NoMemory | Built::NoRoute) => {
-                    // No memory for the packet: RC retransmits on its timer;
-                    // UC and UD try again from the work item.  Either way
-                    // this batch ends here.
-                    if svc == Service::Rc {
-                        self.ensure_timer(s);
-                    } else {
-                        self.queue_work(&s.eng);
-                    }
-                    break;
-                }
-                Err(Built::BadMemory) => {
-                    // The memory went away after the WQE was checked: fail
-                    // it when it reaches the head.
-                    let mut t2 = t;
-                    t2.error = abi::WC_LOC_PROT_ERR;
-                    s.eng.req.set(index, t2);
-                    continue;
-                }
-            }
-            let r = &mut s.eng.req;
-            let mut t2 = t;
-            if !t.sent {
-                t2.sent = true;
-                if t.is_read_or_atomic() {
-                    r.rd_inflight += 1;
-                }
-            }
-            r.set(index, t2);
-            let done = t.is_read_or_atomic() || pkt + 1 >= t.npkts;
-            if done {
-                r.next_wqe = r.next_wqe.wrapping_add(1);
-                r.wqe_pkt = 0;
-            } else {
-                r.wqe_pkt += 1;
-            }
-            if svc == Service::Rc {
-                sent_rc = true;
-            } else if done {
-                self.retire_head(s, &t2, abi::WC_SUCCESS, after);
-            }
-        }
-        if sent_rc {
-            self.rearm_timer(s);
-        }
-        self.check_drained(s, after);
+        let p = params(self.service(), s.state, &s.attrs, self.mtu(s, ndev));
+        let QpInner {
+            sq,
+            sq_cons,
+            attrs,
+            eng,
+            ..
+        } = s;
+        let mut io = ReqIo {
+            qp: self,
+            dev,
+            sq,
+            sq_cons,
+            attrs,
+            after: &mut *after,
+            out: Some((ndev, out)),
+            dying: eng.dying,
+        };
+        let o = eng.req.emit(&p, &mut io);
+        self.outcome(s, o, after);
     }
 
-    /// Request packets just went out: the local ACK timeout counts from
-    /// the last of them.  Counted from the first, a go-back-N resend of a
-    /// whole window that takes longer to transmit than the timeout (a slow
-    /// or loaded host, a debug kernel) would time out before any ACK could
-    /// come back, again and again, and end in RETRY_EXC_ERR with the link
-    /// fine.  (A timer pushed back like this still fires: the window bounds
-    /// how long a requester sends without an ACK.)
-    fn rearm_timer(&self, s: &mut QpInner) {
-        if let Some(us) = rules::ack_timeout_us(s.attrs.timeout) {
-            s.eng.req.timer_on = true;
-            self.arm_timer(&s.eng, us);
+    /// Do what a protocol machine's step left to the QP.
+    pub(crate) fn outcome(&self, s: &mut QpInner, o: Outcome, after: &mut After) {
+        if let Some(e) = o.remote {
+            after.event = Some(match e {
+                crate::roce::RemoteError::Access => crate::glue::events::Event::QpAccessErr,
+                crate::roce::RemoteError::Request => crate::glue::events::Event::QpRequestErr,
+            });
+        }
+        after.fatal |= o.fatal;
+        after.sq_drained |= o.drained && s.attrs.sqd_notify;
+        if o.error && s.state != QpState::Err {
+            self.enter(s, QpState::Err, after);
         }
     }
 
-    /// Start the retransmission timer if it is not running.
-    pub(crate) fn ensure_timer(&self, s: &mut QpInner) {
-        if !s.eng.req.timer_on {
-            self.rearm_timer(s);
-        }
-    }
-
-    /// Complete the WQE at the head of the send queue with `status`.
-    pub(crate) fn retire_head(&self, s: &mut QpInner, t: &Track, status: u8, after: &mut After) {
-        s.sq_cons = s.sq_cons.wrapping_add(1);
-        s.sq.set_consumer(s.sq_cons);
-        if status != abi::WC_SUCCESS || t.wqe.send_flags & abi::SEND_SIGNALED != 0 {
-            let mut cqe = self.send_cqe(t.wqe.wr_id, t.wqe.opcode, status);
-            cqe.byte_len = t.len;
-            let (_, owed) = self.send_cq().push(&cqe, false);
-            after.send_cq.merge(owed);
-        }
-    }
-
-    /// Build packet `pkt` of WQE `index` (described by `t`).
-    #[allow(clippy::too_many_arguments)]
+    /// Build the request packet `p` plans.
     fn build_request(
         &self,
-        s: &QpInner,
+        sq: &Ring,
+        attrs: &QpAttrs,
         dev: &IbDevice,
         ndev: &NetDevice,
         out: &mut Outbox,
-        index: u32,
-        t: &Track,
-        pkt: u32,
-        mtu: u32,
-    ) -> Result<(), Built> {
+        p: &RequestPacket<'_, SendWqe>,
+    ) -> Result<(), SendFail> {
         let svc = self.service();
+        let t = p.track;
         let w = &t.wqe;
-        let op = t.op().ok_or(Built::BadMemory)?;
-        let opcode = rules::request_opcode(svc, op, pkt, t.npkts).ok_or(Built::BadMemory)?;
-        let layout = opcode.layout();
-        let offset = pkt * mtu;
-        let last = pkt + 1 >= t.npkts;
-        let psn = Psn::new(t.first_psn).offset(pkt as i32);
+        let layout = p.opcode.layout();
         let (route, dest_qp) = if svc == Service::Ud {
-            let av = dev.verbs().ah_av(w.ah_num).ok_or(Built::BadMemory)?;
+            let av = dev.verbs().ah_av(w.ah_num).ok_or(SendFail::BadMemory)?;
             (self.ip_route(&av), w.remote_qpn)
         } else {
-            (self.route(s).ok_or(Built::NoRoute)?, s.attrs.dest_qpn)
+            let av = attrs.av.as_ref().ok_or(SendFail::NoRoute)?;
+            (self.ip_route(av), attrs.dest_qpn)
         };
-        let carries_data = layout.payload;
-        let payload_len = if carries_data {
-            core::cmp::min(mtu, t.len - core::cmp::min(offset, t.len))
-        } else {
-            0
-        };
-        let mut hdr = Headers::new(bth(opcode, dest_qp, psn));
-        hdr.bth.solicited = last && w.send_flags & abi::SEND_SOLICITED != 0 && carries_data;
-        hdr.bth.ack_req = svc == Service::Rc && (last || (pkt + 1) % ACK_EVERY == 0);
-        use crate::roce_wire::Ext;
+        let mut hdr = Headers::new(bth(p.opcode, dest_qp, p.psn));
+        hdr.bth.solicited = p.solicited;
+        hdr.bth.ack_req = p.ack_req;
         if layout.has(Ext::Deth) {
             let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
-                s.attrs.qkey
+                attrs.qkey
             } else {
                 w.remote_qkey
             };
@@ -515,13 +336,13 @@ impl Qp {
         if layout.has(Ext::Reth) {
             // A READ retransmitted from the middle asks for the rest.
             hdr.reth = Some(Reth {
-                va: w.remote_addr.wrapping_add(u64::from(offset)),
+                va: w.remote_addr.wrapping_add(u64::from(p.offset)),
                 rkey: w.rkey,
-                dma_len: t.len - core::cmp::min(offset, t.len),
+                dma_len: t.len - core::cmp::min(p.offset, t.len),
             });
         }
         if layout.has(Ext::AtomicEth) {
-            let (swap_add, compare) = if op == MsgOp::CmpSwap {
+            let (swap_add, compare) = if p.op == MsgOp::CmpSwap {
                 (w.swap, w.compare_add)
             } else {
                 (w.compare_add, 0)
@@ -543,16 +364,17 @@ impl Qp {
         }
         let inline = w.send_flags & abi::SEND_INLINE != 0;
         let pd = self.ib.pd as usize;
-        out.build(dev, ndev, &route, &hdr, payload_len as usize, |buf| {
+        let (index, offset) = (p.index, p.offset);
+        out.build(dev, ndev, &route, &hdr, p.payload as usize, |buf| {
             if buf.is_empty() {
                 return true;
             }
             if inline {
-                s.sq.read_bytes(index, size_of::<SendWqe>() + offset as usize, buf)
+                sq.read_bytes(index, size_of::<SendWqe>() + offset as usize, buf)
                     .is_some()
             } else {
                 let mut sb = [Sge::default(); MAX_SGE];
-                let Some(sges) = Self::wqe_sges(s, index, w, &mut sb) else {
+                let Some(sges) = Self::wqe_sges(sq, index, w, &mut sb) else {
                     return false;
                 };
                 mem::sgl_copy(dev.verbs(), pd, sges, u64::from(offset), Data::Load(buf)).is_ok()

@@ -317,7 +317,8 @@ impl Qp {
             QpState::Rtr if cur == QpState::Init => s.eng.resp.restart(s.attrs.rq_psn),
             QpState::Rts if cur == QpState::Rtr => {
                 let (cons, a) = (s.sq_cons, s.attrs);
-                s.eng.req.restart(cons, a.sq_psn, a.retry_cnt, a.rnr_retry);
+                s.eng.req.head = cons;
+                s.eng.req.restart(a.sq_psn, a.retry_cnt, a.rnr_retry);
             }
             QpState::Err if cur != QpState::Err => {
                 self.stop_timer();
@@ -329,7 +330,7 @@ impl Qp {
                     rq.set_kernel_flags(abi::QUEUE_QP_ERROR);
                 }
                 core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
-                if let Some(wr_id) = s.eng.resp.take_partial_recv() {
+                if let Some(wr_id) = s.eng.resp.take_partial_recv().map(|r| r.wr_id) {
                     let (_, o) = self
                         .recv_cq()
                         .push(&self.flush_cqe(wr_id, abi::WC_RECV), false);
@@ -356,14 +357,9 @@ impl Qp {
             // The messages already begun finish; SQ_DRAINED once they have
             // (`Qp::check_drained`).
             QpState::Sqd if cur == QpState::Rts => {
-                let r = &mut s.eng.req;
-                r.drain_point = if r.wqe_pkt > 0 {
-                    r.next_wqe.wrapping_add(1)
-                } else {
-                    r.next_wqe
-                };
-                r.drained = false;
-                self.check_drained(s, after);
+                s.eng.req.begin_drain();
+                let p = crate::engine::send::params(self.service(), next, &s.attrs, 0);
+                after.sq_drained |= s.eng.req.check_drained(&p) && s.attrs.sqd_notify;
             }
             _ => {}
         }

@@ -25,6 +25,10 @@ pub(crate) mod roce_wire;
 #[allow(dead_code)]
 pub(crate) mod transport_rules;
 
+#[path = "../../../drivers/softrnic/core/roce/mod.rs"]
+#[allow(dead_code)]
+pub(crate) mod roce;
+
 #[cfg(test)]
 mod abi_tests;
 #[cfg(test)]

@@ -16,9 +16,11 @@ use crate::glue::ring::Ring;
 use crate::glue::{IbDevice, NetDevice};
 use crate::psn::Psn;
 use crate::qp_state::QpState;
-use crate::roce::responder::{Access, RecvDone, Response, ResponderIo, ResponderParams};
+use crate::roce::responder::{Access, RecvDone, ResponderIo, ResponderParams, Response};
 use crate::roce::{Count, SendFail};
-use crate::roce_wire::{Aeth, AtomicAckEth, Ext, Headers, Opcode, Packet, Syndrome, CREDITS_INVALID};
+use crate::roce_wire::{
+    Aeth, AtomicAckEth, Ext, Headers, Opcode, Packet, Syndrome, CREDITS_INVALID,
+};
 use crate::verbs::qp::{After, Qp, QpAttrs, QpInner};
 use crate::verbs::srq::Taken;
 
@@ -175,9 +177,15 @@ impl ResponderIo for RespIo<'_> {
 
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
         let len = data.len() as u64;
-        mem::with_remote(self.dev.verbs(), self.who(), rkey, va, len, REMOTE_WRITE, |m, iova| {
-            m.copy(iova, Data::Store(data))
-        }) == Some(true)
+        mem::with_remote(
+            self.dev.verbs(),
+            self.who(),
+            rkey,
+            va,
+            len,
+            REMOTE_WRITE,
+            |m, iova| m.copy(iova, Data::Store(data)),
+        ) == Some(true)
     }
 
     fn remote_atomic(
@@ -188,9 +196,15 @@ impl ResponderIo for RespIo<'_> {
         compare: u64,
         swap_add: u64,
     ) -> Option<u64> {
-        mem::with_remote(self.dev.verbs(), self.who(), rkey, va, 8, REMOTE_ATOMIC, |m, iova| {
-            m.atomic(iova, |w| mem::atomic_op(w, cmp_swap, compare, swap_add))
-        })
+        mem::with_remote(
+            self.dev.verbs(),
+            self.who(),
+            rkey,
+            va,
+            8,
+            REMOTE_ATOMIC,
+            |m, iova| m.atomic(iova, |w| mem::atomic_op(w, cmp_swap, compare, swap_add)),
+        )
         .flatten()
     }
 

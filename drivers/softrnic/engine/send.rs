@@ -116,7 +116,8 @@ impl RequesterIo<SendWqe> for ReqIo<'_> {
         let Some((ndev, out)) = self.out.as_mut() else {
             return Err(SendFail::Full);
         };
-        self.qp.build_request(self.sq, self.attrs, self.dev, ndev, out, p)
+        self.qp
+            .build_request(self.sq, self.attrs, self.dev, ndev, out, p)
     }
 
     fn complete(&mut self, index: u32, t: &Track, status: u8) {
@@ -136,7 +137,14 @@ impl RequesterIo<SendWqe> for ReqIo<'_> {
             return false;
         };
         let pd = self.qp.ib.pd as usize;
-        mem::sgl_copy(self.dev.verbs(), pd, sges, u64::from(offset), Data::Store(data)).is_ok()
+        mem::sgl_copy(
+            self.dev.verbs(),
+            pd,
+            sges,
+            u64::from(offset),
+            Data::Store(data),
+        )
+        .is_ok()
     }
 
     fn arm_timer(&mut self, usecs: u64) {

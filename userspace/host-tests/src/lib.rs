@@ -30,6 +30,9 @@ pub(crate) mod transport_rules;
 pub(crate) mod roce;
 
 #[cfg(test)]
+pub(crate) mod sim;
+
+#[cfg(test)]
 mod abi_tests;
 #[cfg(test)]
 mod icrc_tests;
@@ -39,6 +42,8 @@ mod psn_tests;
 mod qp_state_tests;
 #[cfg(test)]
 mod roce_wire_tests;
+#[cfg(test)]
+mod sim_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

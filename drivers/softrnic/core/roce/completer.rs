@@ -125,6 +125,17 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         self.retry_left = p.retry_cnt;
         self.rnr_left = p.rnr_retry;
         self.rewound_for_rnr = None;
+        self.last_seq_nak = None;
+    }
+
+    /// The PSN of the next response owed to a READ or atomic at the head
+    /// that was sent: until it arrives, nothing after it is complete.
+    fn owed_response(&self) -> Option<Psn> {
+        if self.head == self.fetched {
+            return None;
+        }
+        let t = self.get(self.head);
+        (t.sent && t.is_read_or_atomic()).then(|| Psn::new(t.first_psn).offset(t.got as i32))
     }
 
     /// A retry without progress (timeout or sequence NAK) spends one of
@@ -218,13 +229,29 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                         let rnr = self.rewound_for_rnr.map(Psn::new);
                         self.ack_through(prm, io, p.offset(-1));
                         let progress = self.una.get() != before.get();
+                        // The responder expecting a later PSN than at the
+                        // last NAK moved on, even while una waits for a
+                        // READ's response: not a retry of the same thing.
+                        let moved = self
+                            .last_seq_nak
+                            .is_none_or(|l| psn::diff(p, Psn::new(l)) > 0);
+                        self.last_seq_nak = Some(p.get());
                         match rules::seq_nak(p, progress, rnr) {
                             rules::SeqNak::Ignore => {}
                             rules::SeqNak::Rewind { charge } => {
-                                if charge && !self.spend_retry(io, out) {
+                                if charge && !moved && !self.spend_retry(io, out) {
                                     return;
                                 }
-                                self.go_back(io, p);
+                                // A READ or atomic before the NAKed PSN was
+                                // executed but its response lost: ask again
+                                // from it (the responder answers a duplicate
+                                // READ by reading again, an atomic from its
+                                // saved result).
+                                let to = match self.owed_response() {
+                                    Some(o) if psn::diff(o, p) < 0 => o,
+                                    _ => p,
+                                };
+                                self.go_back(io, to);
                             }
                         }
                     }
@@ -306,7 +333,11 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         }
         let off = t.got.saturating_mul(prm.mtu);
         let last = t.got + 1 >= t.npkts;
-        let want = if last { t.len.saturating_sub(off) } else { prm.mtu };
+        let want = if last {
+            t.len.saturating_sub(off)
+        } else {
+            prm.mtu
+        };
         if pkt.payload.len() as u32 != want {
             self.fail_head(io, wc::BAD_RESP_ERR, out);
             return;

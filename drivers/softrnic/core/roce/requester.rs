@@ -154,6 +154,9 @@ pub(crate) struct Requester<W, S> {
     /// The PSN the requester last went back to for an RNR NAK, until the
     /// next progress: a sequence NAK of it is that RNR NAK's echo.
     pub(crate) rewound_for_rnr: Option<u32>,
+    /// The PSN of the last sequence NAK, until the next progress: a NAK of
+    /// a later PSN shows the responder moved on (it is not charged).
+    pub(crate) last_seq_nak: Option<u32>,
     /// In SQD: the WQE the drain stops before (those before it had begun),
     /// and whether SQ_DRAINED was raised.
     pub(crate) drain_point: u32,
@@ -180,6 +183,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             timer_on: false,
             rewound_for_gap: None,
             rewound_for_rnr: None,
+            last_seq_nak: None,
             drain_point: 0,
             drained: false,
             _wqe: core::marker::PhantomData,
@@ -200,6 +204,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         self.timer_on = false;
         self.rewound_for_gap = None;
         self.rewound_for_rnr = None;
+        self.last_seq_nak = None;
     }
 
     /// Forget every WQE up to `index` (flushed or discarded by the QP).

@@ -86,17 +86,35 @@ pub(crate) trait ResponderIo {
     /// Write `data` at `va` under `rkey` (checked like `remote_ok`).
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool;
     /// Execute an atomic on the 8 bytes at `va`; the original value.
-    fn remote_atomic(&mut self, rkey: u32, va: u64, cmp_swap: bool, compare: u64, swap_add: u64)
-        -> Option<u64>;
+    fn remote_atomic(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        cmp_swap: bool,
+        compare: u64,
+        swap_add: u64,
+    ) -> Option<u64>;
     /// Invalidate `rkey` (SEND with invalidate); false if not allowed.
     fn invalidate(&mut self, rkey: u32) -> bool;
     /// Send an ACK, NAK or atomic ACK (`orig`).
-    fn send_ack(&mut self, psn: Psn, syndrome: Syndrome, msn: u32, orig: Option<u64>)
-        -> Result<(), SendFail>;
+    fn send_ack(
+        &mut self,
+        psn: Psn,
+        syndrome: Syndrome,
+        msn: u32,
+        orig: Option<u64>,
+    ) -> Result<(), SendFail>;
     /// Send one read response packet: `len` bytes from `va` under `rkey`.
     #[allow(clippy::too_many_arguments)]
-    fn send_read(&mut self, psn: Psn, opcode: Opcode, msn: u32, rkey: u32, va: u64, len: u32)
-        -> Result<(), SendFail>;
+    fn send_read(
+        &mut self,
+        psn: Psn,
+        opcode: Opcode,
+        msn: u32,
+        rkey: u32,
+        va: u64,
+        len: u32,
+    ) -> Result<(), SendFail>;
     fn count(&mut self, c: Count);
 }
 
@@ -284,6 +302,32 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
             }
         }
         self.len = keep;
+    }
+
+    /// Room for a new READ or atomic.  The requester has at most
+    /// max_rd_atomic of them outstanding, this new one included, so with
+    /// `max_rd` answers already queued the oldest of them answers a request
+    /// the requester has completed since (a duplicate it resent during a
+    /// go-back, answered before): drop it.  Refusing the new request
+    /// instead would NAK a well-behaved requester into ERR.
+    fn make_rd_room(&mut self, max_rd: u32) {
+        if self.rd_pending < max_rd {
+            return;
+        }
+        let Some(k) = (0..self.len).find(|&k| {
+            matches!(
+                self.queue[self.at(k)],
+                Response::Read { .. } | Response::Atomic { .. }
+            )
+        }) else {
+            return;
+        };
+        for j in k..self.len - 1 {
+            let (to, from) = (self.at(j), self.at(j + 1));
+            self.queue[to] = self.queue[from];
+        }
+        self.len -= 1;
+        self.rd_pending -= 1;
     }
 
     /// One more message done: the MSN is a 24-bit counter.
@@ -515,9 +559,12 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         // A WRITE with immediate consumes a receive WQE: take it before
-        // anything is written (none: an RNR NAK, nothing changed).
+        // anything is written (none: an RNR NAK, nothing changed).  The
+        // receive queue is consumed in order: a WQE that a UC SEND dropped
+        // half-way had begun to fill is the next one.
         let wqe = if op == MsgOp::WriteImm && place.ends() {
-            Some(io.take_recv().ok_or(Fail::Rnr)?)
+            let held = self.recv.take().map(|r| r.wqe);
+            Some(held.or_else(|| io.take_recv()).ok_or(Fail::Rnr)?)
         } else {
             None
         };
@@ -576,9 +623,7 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
         {
             return Err(Fail::Nak(NakCode::RemoteAccessError));
         }
-        if self.rd_pending >= p.max_rd {
-            return Err(Fail::Nak(NakCode::InvalidRequest));
-        }
+        self.make_rd_room(p.max_rd);
         let npkts = rules::packets(reth.dma_len, p.mtu);
         let queued = self.push(Response::Read {
             psn: psn.get(),
@@ -611,7 +656,8 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
         if a.va % 8 != 0 {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
-        if self.rd_pending >= p.max_rd || self.len == self.cap() {
+        self.make_rd_room(p.max_rd);
+        if self.len == self.cap() {
             return Err(Fail::Nak(NakCode::InvalidRequest));
         }
         let cmp_swap = op == MsgOp::CmpSwap;
@@ -675,7 +721,12 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
     }
 
     /// A UD (or GSI) datagram.
-    fn datagram<I: ResponderIo<Recv = R>>(&mut self, p: &ResponderParams, io: &mut I, pkt: &Packet<'_>) {
+    fn datagram<I: ResponderIo<Recv = R>>(
+        &mut self,
+        p: &ResponderParams,
+        io: &mut I,
+        pkt: &Packet<'_>,
+    ) {
         let Some(deth) = pkt.hdr.deth else {
             io.count(Count::Malformed);
             return;
@@ -697,14 +748,15 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
         while let Some(r) = self.front() {
             let msn = self.msn;
             let res = match r {
-                Response::Ack { psn, syndrome } => {
-                    io.send_ack(Psn::new(psn), syndrome, msn, None).map(|()| true)
-                }
+                Response::Ack { psn, syndrome } => io
+                    .send_ack(Psn::new(psn), syndrome, msn, None)
+                    .map(|()| true),
                 Response::Atomic { psn, orig } => {
                     let ack = Syndrome::Ack {
                         credits: CREDITS_INVALID,
                     };
-                    io.send_ack(Psn::new(psn), ack, msn, Some(orig)).map(|()| true)
+                    io.send_ack(Psn::new(psn), ack, msn, Some(orig))
+                        .map(|()| true)
                 }
                 Response::Read {
                     psn,

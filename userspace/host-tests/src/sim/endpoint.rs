@@ -1,0 +1,629 @@
+//! One simulated RoCE endpoint: a QP whose protocol machines are the
+//! kernel module's own (`core/roce/`), with plain memory, a send queue, a
+//! receive queue, two completion queues and one timer standing in for what
+//! the kernel's executor owns.  Packets are real RoCEv2 packets (headers
+//! built and parsed by `roce_wire.rs`, the ICRC of `icrc.rs` over an IPv4
+//! and UDP header), so the wire formats are exercised with the machines.
+
+use std::collections::VecDeque;
+
+use crate::icrc;
+use crate::psn::{self, Psn};
+use crate::roce::requester::{
+    Prepared, RequestPacket, Requester, RequesterIo, RequesterParams, Track, WINDOW,
+};
+use crate::roce::responder::{Access, RecvDone, Responder, ResponderIo, ResponderParams, Response};
+use crate::roce::{wc, Count, Outcome, SendFail};
+use crate::roce_wire::{
+    self, Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Ext, Headers, ImmDt, Opcode, Packet, Reth,
+    Syndrome, CREDITS_INVALID,
+};
+use crate::transport_rules::{MsgOp, Service};
+
+/// Packets one pump may build before they go on the link (the kernel's
+/// outbox batch).
+pub const BATCH: usize = 16;
+/// The IPv4 and UDP headers in front of every simulated packet.
+const IP_UDP: usize = 28;
+/// The counter of packets dropped for a bad ICRC (after the machines' own).
+pub const BAD_ICRC: usize = 8;
+
+/// A send work request as the simulated application posts it.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Wqe {
+    pub wr_id: u64,
+    pub op: Option<MsgOp>,
+    /// The local buffer (source, or sink of a READ/atomic).
+    pub laddr: u64,
+    pub len: u32,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub imm: u32,
+    pub compare: u64,
+    pub swap_add: u64,
+    pub fence: bool,
+    pub solicited: bool,
+    /// UD: the destination QP.
+    pub dest_qp: u32,
+    pub qkey: u32,
+}
+
+/// A posted receive: a buffer of `len` bytes at `addr`.
+#[derive(Clone, Copy, Debug)]
+pub struct Recv {
+    pub wr_id: u64,
+    pub addr: u64,
+    pub len: u32,
+}
+
+/// A completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cqe {
+    pub wr_id: u64,
+    pub status: u8,
+    pub byte_len: u32,
+    pub imm: Option<u32>,
+    pub write_imm: bool,
+}
+
+/// A memory region the peer may reach.
+#[derive(Clone, Copy, Debug)]
+pub struct Mr {
+    pub rkey: u32,
+    pub base: u64,
+    pub len: u64,
+    pub read: bool,
+    pub write: bool,
+    pub atomic: bool,
+    pub valid: bool,
+}
+
+/// The QP's attributes.
+#[derive(Clone, Copy, Debug)]
+pub struct Attrs {
+    pub svc: Service,
+    pub mtu: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd: u32,
+    pub qkey: u32,
+}
+
+/// Everything of an endpoint but its machines (what their I/O reaches).
+pub struct Data {
+    pub qpn: u32,
+    pub peer_qpn: u32,
+    pub attrs: Attrs,
+    pub mem: Vec<u8>,
+    pub mrs: Vec<Mr>,
+    pub sq: Vec<Wqe>,
+    pub sq_prod: u32,
+    pub sq_cons: u32,
+    pub rq: VecDeque<Recv>,
+    pub send_cq: Vec<Cqe>,
+    pub recv_cq: Vec<Cqe>,
+    /// The timer's deadline (simulated nanoseconds).
+    pub timer: Option<u64>,
+    pub now: u64,
+    /// The QP entered ERR.
+    pub error: bool,
+    /// Packets built by the current pump.
+    pub outbox: Vec<Vec<u8>>,
+    /// Asked to pump again later (UC/UD: no memory).
+    pub again: bool,
+    /// Machine counters, by `Count as usize`, and `BAD_ICRC`.
+    pub counts: [u64; 9],
+    /// Request PSNs sent by the current pump (checked against the window).
+    pub sent_psns: Vec<Psn>,
+    /// Invariant violations seen by the I/O.
+    pub faults: Vec<String>,
+}
+
+pub struct Endpoint {
+    pub d: Data,
+    pub req: Requester<Wqe, Vec<Track<Wqe>>>,
+    pub resp: Responder<Recv, Vec<Response>>,
+}
+
+impl Endpoint {
+    pub fn new(qpn: u32, peer_qpn: u32, attrs: Attrs, mem: usize, sq_slots: usize) -> Endpoint {
+        let mut req = Requester::new(vec![Track::default(); sq_slots]);
+        req.restart(0x00ff_fff0, attrs.retry_cnt, attrs.rnr_retry);
+        let mut resp = Responder::new(vec![Response::default(); 256]);
+        resp.restart(0x00ff_fff0);
+        Endpoint {
+            d: Data {
+                qpn,
+                peer_qpn,
+                attrs,
+                mem: vec![0; mem],
+                mrs: Vec::new(),
+                sq: vec![Wqe::default(); sq_slots],
+                sq_prod: 0,
+                sq_cons: 0,
+                rq: VecDeque::new(),
+                send_cq: Vec::new(),
+                recv_cq: Vec::new(),
+                timer: None,
+                now: 0,
+                error: false,
+                outbox: Vec::new(),
+                again: false,
+                counts: [0; 9],
+                sent_psns: Vec::new(),
+                faults: Vec::new(),
+            },
+            req,
+            resp,
+        }
+    }
+
+    pub fn req_params(&self) -> RequesterParams {
+        let a = &self.d.attrs;
+        RequesterParams {
+            svc: a.svc,
+            mtu: a.mtu,
+            max_rd: a.max_rd,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            rts: !self.d.error,
+            sqd: false,
+        }
+    }
+
+    pub fn resp_params(&self) -> ResponderParams {
+        let a = &self.d.attrs;
+        ResponderParams {
+            svc: a.svc,
+            mtu: a.mtu,
+            remote_read: true,
+            remote_write: true,
+            remote_atomic: true,
+            max_rd: a.max_rd,
+            min_rnr_timer: a.min_rnr_timer,
+            qkey: a.qkey,
+            max_msg: 1 << 31,
+        }
+    }
+
+    /// Room for another send WQE.
+    pub fn sq_room(&self) -> bool {
+        self.d.sq_prod.wrapping_sub(self.d.sq_cons) < self.d.sq.len() as u32 - 1
+    }
+
+    pub fn post_send(&mut self, w: Wqe) {
+        let n = self.d.sq.len();
+        self.d.sq[self.d.sq_prod as usize & (n - 1)] = w;
+        self.d.sq_prod = self.d.sq_prod.wrapping_add(1);
+    }
+
+    fn after(&mut self, o: Outcome) {
+        if o.error {
+            self.d.error = true;
+        }
+        if o.fatal {
+            self.d
+                .faults
+                .push("the send queue was taken for corrupt".into());
+        }
+    }
+
+    /// Build what the machines have to send: responses, then requests.
+    /// The packets are in `d.outbox`; true if the batch filled up (more
+    /// may be waiting).
+    pub fn pump(&mut self) -> bool {
+        self.d.outbox.clear();
+        self.d.sent_psns.clear();
+        self.d.again = false;
+        let (rp, qp) = (self.resp_params(), self.req_params());
+        self.resp.emit(&rp, &mut self.d);
+        if !self.d.error {
+            let o = self.req.emit(&qp, &mut self.d);
+            self.after(o);
+        }
+        // The window: no request PSN at or past una + WINDOW.
+        if self.d.attrs.svc == Service::Rc {
+            for p in &self.d.sent_psns {
+                if psn::diff(*p, self.req.una) >= WINDOW as i32 {
+                    let m = format!("PSN {:#x} sent with una {:#x}", p.get(), self.req.una.get());
+                    self.d.faults.push(m);
+                }
+            }
+        }
+        self.check_limits();
+        self.d.outbox.len() >= BATCH || self.d.again
+    }
+
+    /// Outstanding READ/atomic limits, both sides.
+    pub fn check_limits(&mut self) {
+        let max = self.d.attrs.max_rd;
+        if self.req.rd_inflight > max {
+            let m = format!(
+                "{} READ/atomics in flight, limit {max}",
+                self.req.rd_inflight
+            );
+            self.d.faults.push(m);
+        }
+        if self.resp.rd_pending() > max {
+            let m = format!(
+                "{} READ/atomics queued at the responder, limit {max}",
+                self.resp.rd_pending()
+            );
+            self.d.faults.push(m);
+        }
+    }
+
+    /// A packet from the link (IP and UDP headers in front).
+    pub fn receive(&mut self, frame: &[u8]) {
+        if !icrc::check(frame) {
+            self.d.counts[BAD_ICRC] += 1;
+            return;
+        }
+        let Ok(pkt) = roce_wire::parse(&frame[IP_UDP..]) else {
+            self.d
+                .faults
+                .push("a packet that passed its ICRC did not parse".into());
+            return;
+        };
+        if pkt.hdr.bth.dest_qp != self.d.qpn {
+            self.d.faults.push("a packet for another QP".into());
+            return;
+        }
+        if self.d.error {
+            return;
+        }
+        if crate::transport_rules::request_kind(pkt.hdr.bth.opcode).is_some() {
+            let p = self.resp_params();
+            let o = self.resp.on_request(&p, &mut self.d, &pkt);
+            self.after(o);
+        } else {
+            let p = self.req_params();
+            let o = self.req.on_response(&p, &mut self.d, &pkt);
+            self.after(o);
+        }
+        self.check_limits();
+    }
+
+    /// The timer's deadline passed.
+    pub fn fire_timer(&mut self) {
+        self.d.timer = None;
+        if self.d.error {
+            return;
+        }
+        let o = self.req.on_timer(&mut self.d);
+        self.after(o);
+    }
+}
+
+impl Data {
+    fn range(&self, addr: u64, len: u64) -> Option<std::ops::Range<usize>> {
+        let end = addr.checked_add(len)?;
+        (end <= self.mem.len() as u64).then_some(addr as usize..end as usize)
+    }
+
+    fn mr(&self, rkey: u32, va: u64, len: u64, access: Access) -> Option<std::ops::Range<usize>> {
+        let m = self.mrs.iter().find(|m| m.rkey == rkey && m.valid)?;
+        let ok = match access {
+            Access::Read => m.read,
+            Access::Write => m.write,
+            Access::Atomic => m.atomic,
+        };
+        let end = va.checked_add(len)?;
+        (ok && va >= m.base && end <= m.base + m.len).then(|| self.range(va, len))?
+    }
+
+    /// Frame a packet: IPv4 and UDP headers, the transport packet, ICRC.
+    fn emit_packet(&mut self, hdr: &Headers, payload: &[u8]) -> Result<(), SendFail> {
+        if self.outbox.len() >= BATCH {
+            return Err(SendFail::Full);
+        }
+        let mut buf = vec![0u8; IP_UDP + roce_wire::MAX_HEADER_LEN + 64 + payload.len() + 8];
+        let n = roce_wire::build_packet(&mut buf[IP_UDP..], hdr, payload)
+            .map_err(|_| SendFail::BadMemory)?;
+        buf.truncate(IP_UDP + n);
+        let total = buf.len() as u16;
+        buf[0] = 0x45;
+        buf[2..4].copy_from_slice(&total.to_be_bytes());
+        buf[8] = 64;
+        buf[9] = 17;
+        buf[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        buf[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        buf[20..22].copy_from_slice(&0xc000u16.to_be_bytes());
+        buf[22..24].copy_from_slice(&4791u16.to_be_bytes());
+        buf[24..26].copy_from_slice(&(total - 20).to_be_bytes());
+        let body = buf.len() - roce_wire::ICRC_LEN;
+        let t = icrc::trailer(&buf[..body]).ok_or(SendFail::BadMemory)?;
+        buf[body..].copy_from_slice(&t);
+        self.outbox.push(buf);
+        Ok(())
+    }
+
+    fn bth(&self, opcode: Opcode, dest_qp: u32, psn: Psn) -> Bth {
+        Bth {
+            opcode,
+            solicited: false,
+            mig_req: false,
+            pad_cnt: 0,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        }
+    }
+}
+
+impl RequesterIo<Wqe> for Data {
+    fn producer(&mut self) -> u32 {
+        self.sq_prod
+    }
+
+    fn slots(&self) -> u32 {
+        self.sq.len() as u32
+    }
+
+    fn prepare(&mut self, index: u32) -> Option<Prepared<Wqe>> {
+        let w = self.sq[index as usize & (self.sq.len() - 1)];
+        let error = if w.op.is_some() && self.range(w.laddr, u64::from(w.len)).is_none() {
+            wc::LOC_PROT_ERR
+        } else {
+            0
+        };
+        Some(Prepared {
+            wqe: w,
+            op: w.op,
+            len: w.len,
+            fence: w.fence,
+            solicited: w.solicited,
+            error,
+        })
+    }
+
+    fn run_local(&mut self, _wqe: &Wqe) -> u8 {
+        wc::SUCCESS
+    }
+
+    fn send(&mut self, p: &RequestPacket<'_, Wqe>) -> Result<(), SendFail> {
+        let w = &p.track.wqe;
+        let layout = p.opcode.layout();
+        let dest = if self.attrs.svc == Service::Ud {
+            w.dest_qp
+        } else {
+            self.peer_qpn
+        };
+        let mut hdr = Headers::new(self.bth(p.opcode, dest, p.psn));
+        hdr.bth.solicited = p.solicited;
+        hdr.bth.ack_req = p.ack_req;
+        if layout.has(Ext::Deth) {
+            hdr.deth = Some(Deth {
+                qkey: w.qkey,
+                src_qp: self.qpn,
+            });
+        }
+        if layout.has(Ext::Reth) {
+            hdr.reth = Some(Reth {
+                va: w.raddr.wrapping_add(u64::from(p.offset)),
+                rkey: w.rkey,
+                dma_len: p.track.len - p.offset.min(p.track.len),
+            });
+        }
+        if layout.has(Ext::AtomicEth) {
+            hdr.atomic_eth = Some(AtomicEth {
+                va: w.raddr,
+                rkey: w.rkey,
+                swap_add: w.swap_add,
+                compare: w.compare,
+            });
+        }
+        if layout.has(Ext::ImmDt) {
+            hdr.imm_dt = Some(ImmDt { data: w.imm });
+        }
+        if layout.has(crate::roce_wire::Ext::Ieth) {
+            return Err(SendFail::BadMemory);
+        }
+        let r = self
+            .range(w.laddr + u64::from(p.offset), u64::from(p.payload))
+            .ok_or(SendFail::BadMemory)?;
+        let payload = self.mem[r].to_vec();
+        self.emit_packet(&hdr, &payload)?;
+        if self.attrs.svc == Service::Rc {
+            self.sent_psns.push(p.psn);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, index: u32, t: &Track<Wqe>, status: u8) {
+        if index != self.sq_cons {
+            self.faults.push(format!(
+                "completed slot {index}, the head is {}",
+                self.sq_cons
+            ));
+        }
+        self.sq_cons = index.wrapping_add(1);
+        self.send_cq.push(Cqe {
+            wr_id: t.wqe.wr_id,
+            status,
+            byte_len: t.len,
+            imm: None,
+            write_imm: false,
+        });
+    }
+
+    fn store(&mut self, _index: u32, t: &Track<Wqe>, offset: u32, data: &[u8]) -> bool {
+        let end = u64::from(offset) + data.len() as u64;
+        if end > u64::from(t.wqe.len.max(8)) {
+            self.faults
+                .push("a response stored past its WQE's buffer".into());
+            return false;
+        }
+        match self.range(t.wqe.laddr + u64::from(offset), data.len() as u64) {
+            Some(r) => {
+                self.mem[r].copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn arm_timer(&mut self, usecs: u64) {
+        self.timer = Some(self.now + usecs * 1000);
+    }
+
+    fn stop_timer(&mut self) {
+        self.timer = None;
+    }
+
+    fn retry_later(&mut self) {
+        self.again = true;
+    }
+
+    fn count(&mut self, c: Count) {
+        self.counts[c as usize] += 1;
+    }
+}
+
+impl ResponderIo for Data {
+    type Recv = Recv;
+
+    fn take_recv(&mut self) -> Option<Recv> {
+        self.rq.pop_front()
+    }
+
+    fn recv_store(&mut self, r: &Recv, at: u64, data: &[u8]) -> Result<(), bool> {
+        if at + data.len() as u64 > u64::from(r.len) {
+            return Err(true);
+        }
+        let range = self.range(r.addr + at, data.len() as u64).ok_or(false)?;
+        self.mem[range].copy_from_slice(data);
+        Ok(())
+    }
+
+    fn recv_done(&mut self, r: &Recv, d: RecvDone) {
+        self.recv_cq.push(Cqe {
+            wr_id: r.wr_id,
+            status: d.status,
+            byte_len: d.byte_len,
+            imm: d.imm,
+            write_imm: d.write_imm,
+        });
+    }
+
+    fn datagram(&mut self, r: Recv, pkt: &Packet<'_>) {
+        let status = match self.recv_store(&r, 0, pkt.payload) {
+            Ok(()) => wc::SUCCESS,
+            Err(true) => wc::LOC_LEN_ERR,
+            Err(false) => wc::LOC_PROT_ERR,
+        };
+        self.recv_cq.push(Cqe {
+            wr_id: r.wr_id,
+            status,
+            byte_len: pkt.payload.len() as u32,
+            imm: pkt.hdr.imm_dt.map(|i| i.data),
+            write_imm: false,
+        });
+    }
+
+    fn remote_ok(&mut self, rkey: u32, va: u64, len: u64, access: Access) -> bool {
+        self.mr(rkey, va, len, access).is_some()
+    }
+
+    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+        match self.mr(rkey, va, data.len() as u64, Access::Write) {
+            Some(r) => {
+                self.mem[r].copy_from_slice(data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remote_atomic(
+        &mut self,
+        rkey: u32,
+        va: u64,
+        cmp_swap: bool,
+        compare: u64,
+        swap_add: u64,
+    ) -> Option<u64> {
+        let r = self.mr(rkey, va, 8, Access::Atomic)?;
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&self.mem[r.clone()]);
+        let orig = u64::from_ne_bytes(b);
+        let new = if cmp_swap {
+            if orig == compare {
+                swap_add
+            } else {
+                orig
+            }
+        } else {
+            orig.wrapping_add(swap_add)
+        };
+        self.mem[r].copy_from_slice(&new.to_ne_bytes());
+        Some(orig)
+    }
+
+    fn invalidate(&mut self, rkey: u32) -> bool {
+        match self.mrs.iter_mut().find(|m| m.rkey == rkey && m.valid) {
+            Some(m) => {
+                m.valid = false;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn send_ack(
+        &mut self,
+        psn: Psn,
+        syndrome: Syndrome,
+        msn: u32,
+        orig: Option<u64>,
+    ) -> Result<(), SendFail> {
+        let opcode = if orig.is_some() {
+            Opcode::RcAtomicAck
+        } else {
+            Opcode::RcAck
+        };
+        let mut h = Headers::new(self.bth(opcode, self.peer_qpn, psn));
+        h.aeth = Some(Aeth { syndrome, msn });
+        h.atomic_ack_eth = orig.map(|orig| AtomicAckEth { orig });
+        self.emit_packet(&h, &[])
+    }
+
+    fn send_read(
+        &mut self,
+        psn: Psn,
+        opcode: Opcode,
+        msn: u32,
+        rkey: u32,
+        va: u64,
+        len: u32,
+    ) -> Result<(), SendFail> {
+        let mut h = Headers::new(self.bth(opcode, self.peer_qpn, psn));
+        if opcode.layout().has(Ext::Aeth) {
+            h.aeth = Some(Aeth {
+                syndrome: Syndrome::Ack {
+                    credits: CREDITS_INVALID,
+                },
+                msn,
+            });
+        }
+        let payload = if len == 0 {
+            Vec::new()
+        } else {
+            let r = self
+                .mr(rkey, va, u64::from(len), Access::Read)
+                .ok_or(SendFail::BadMemory)?;
+            self.mem[r].to_vec()
+        };
+        self.emit_packet(&h, &payload)
+    }
+
+    fn count(&mut self, c: Count) {
+        self.counts[c as usize] += 1;
+    }
+}

@@ -37,6 +37,7 @@ mod roce_wire;
 #[path = "core/roce/mod.rs"]
 #[allow(dead_code)]
 mod roce;
+mod transport;
 #[path = "core/transport_rules.rs"]
 #[allow(dead_code)]
 mod transport_rules;

@@ -1,23 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The RNIC engine for RoCEv2.  The protocol machines (requester,
-//! completer, responder) are sans-IO, in `core/roce/`; this executes what
-//! they ask: `send.rs` (WQEs in, request packets out, send completions),
-//! `complete.rs` (responses and the timer to the completer), `respond.rs`
-//! (receive WQEs, memory placement, receive completions, response packets)
-//! and receive dispatch (`rx.rs`).  Memory checks are in `mem.rs`, packet
-//! assembly in `packet.rs`.
-//!
-//! Concurrency: all of a QP's engine state sits under the QP lock.  Packets
-//! are built under it and sent after it is dropped; one context at a time
-//! (the "pump": a doorbell, the QP's work item, a received packet or a
-//! timer) builds and sends, so a QP's packets leave in order.
+//! The WQE executor, for any transport: the send side (`sq.rs`: WQEs read
+//! and checked, local operations, send completions), the receive side
+//! (`rq.rs`: receive WQEs, placement by key and address, receive
+//! completions) and memory access (`mem.rs`).  Below it, one wire transport
+//! per link type (`transport/`) runs the protocol machines of `core/`.
+//! Here too: the QP's engine state, its work item and timer, and the
+//! device's counters.
 
-pub(crate) mod complete;
 pub(crate) mod mem;
-pub(crate) mod packet;
-pub(crate) mod respond;
-pub(crate) mod rx;
-pub(crate) mod send;
+pub(crate) mod rq;
+pub(crate) mod sq;
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -28,8 +20,6 @@ use crate::glue::bindings as b;
 use crate::glue::net::deferred;
 use crate::glue::IbDevice;
 use crate::verbs::qp::{After, Qp};
-
-pub(crate) use packet::Outbox;
 
 /// Per-device packet counters (`rdma statistic`).
 #[derive(Clone, Copy)]
@@ -99,20 +89,14 @@ impl Counters {
     }
 }
 
-/// Packet batches a pump may build before handing over to the work item:
-/// a little where it was kicked (a doorbell, a received packet), much in
-/// the work item.
-const KICK_BATCHES: u32 = 4;
-const WORK_BATCHES: u32 = 64;
-
 /// The engine state of a QP (under the QP lock).
 pub(crate) struct Engine {
     pub(crate) req: Requester,
-    pub(crate) resp: respond::Responder,
+    pub(crate) resp: crate::transport::roce::responder::Responder,
     /// A context is building and sending this QP's packets.
-    pumping: bool,
+    pub(crate) pumping: bool,
     /// More to do than the pumping context had seen.
-    again: bool,
+    pub(crate) again: bool,
     /// The QP is being destroyed: no more work items or timers.
     pub(crate) dying: bool,
 }
@@ -120,12 +104,12 @@ pub(crate) struct Engine {
 /// The requester machine as the kernel keeps it: a `Track` per send-queue
 /// slot (kvmalloc: a deep queue needs megabytes).
 pub(crate) type Requester =
-    crate::roce::requester::Requester<crate::abi::SendWqe, KVVec<send::Track>>;
+    crate::roce::requester::Requester<crate::abi::SendWqe, KVVec<sq::Track>>;
 
 fn new_requester(slots: u32) -> Result<Requester> {
     let mut track = KVVec::with_capacity(slots as usize, GFP_KERNEL)?;
     for _ in 0..slots {
-        track.push(send::Track::default(), GFP_KERNEL)?;
+        track.push(sq::Track::default(), GFP_KERNEL)?;
     }
     Ok(Requester::new(track))
 }
@@ -147,7 +131,7 @@ impl Engine {
     pub(crate) fn new(sq_slots: u32) -> Result<Engine> {
         Ok(Engine {
             req: new_requester(sq_slots)?,
-            resp: respond::new_responder()?,
+            resp: crate::transport::roce::responder::new_responder()?,
             pumping: false,
             again: false,
             dying: false,
@@ -178,47 +162,24 @@ impl Qp {
         }
     }
 
-    /// Build and send this QP's packets: responses first, then requests.
-    /// Runs on the QP's CPU only (see `kick`), so they leave in order.
-    /// `work`: the work item, which may work long; otherwise it does a
-    /// little and hands the rest to the work item.
-    fn pump(&self, work: bool) {
-        let dev = self.dev();
-        let Some(ndev) = dev.port_netdev() else {
-            return;
-        };
-        let budget = if work { WORK_BATCHES } else { KICK_BATCHES };
-        let mut first = true;
-        for batch in 1.. {
-            let mut out = Outbox::new();
-            let mut after = After::default();
-            {
-                let mut s = self.inner.lock();
-                if first {
-                    if s.eng.pumping {
-                        s.eng.again = true;
-                        return;
-                    }
-                    s.eng.pumping = true;
-                    first = false;
-                }
-                s.eng.again = false;
-                self.emit_responses(&mut s, &dev, &ndev, &mut out);
-                self.emit_requests(&mut s, &dev, &ndev, &mut out, &mut after);
-            }
-            let full = out.is_full();
-            self.after(after);
-            out.send(&dev, &ndev);
-            let mut s = self.inner.lock();
-            if !(full || s.eng.again) || s.eng.dying {
-                s.eng.pumping = false;
-                return;
-            }
-            if batch >= budget {
-                s.eng.pumping = false;
-                self.queue_work(s.eng.dying);
-                return;
-            }
+    /// Do what a protocol machine's step left to the QP.
+    pub(crate) fn outcome(
+        &self,
+        s: &mut crate::verbs::qp::QpInner,
+        o: crate::roce::Outcome,
+        after: &mut After,
+    ) {
+        use crate::glue::events::Event;
+        if let Some(e) = o.remote {
+            after.event = Some(match e {
+                crate::roce::RemoteError::Access => Event::QpAccessErr,
+                crate::roce::RemoteError::Request => Event::QpRequestErr,
+            });
+        }
+        after.fatal |= o.fatal;
+        after.sq_drained |= o.drained && s.attrs.sqd_notify;
+        if o.error && s.state != crate::qp_state::QpState::Err {
+            self.enter(s, crate::qp_state::QpState::Err, after);
         }
     }
 

@@ -170,7 +170,7 @@ extern "C" fn softrnic_roce_recv(ib: *mut b::ib_device, skb: *mut b::sk_buff) {
     // SAFETY: the shim found `ib` as a softrnic device and holds a
     // registration reference across this call.
     let dev = unsafe { IbDevice::from_ib(ib) };
-    crate::engine::rx::receive(&dev, skb);
+    crate::transport::roce::rx::receive(&dev, skb);
 }
 
 /// C entry: a packet for one of our devices was dropped before parsing.

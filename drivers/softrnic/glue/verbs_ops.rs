@@ -664,7 +664,8 @@ pub(super) unsafe extern "C" fn create_qp(
 ) -> ffi::c_int {
     // SAFETY: a QP of our size on our device; a valid init attr.
     let (d, init) = unsafe { (dev((*ibqp).device), &mut *init) };
-    let iwarp = d.driver().transport == crate::device::Transport::Iwarp;
+    let transport = d.driver().transport;
+    let iwarp = transport == crate::device::Transport::Iwarp;
     let Some(ty) = QpType::from_raw(init.qp_type) else {
         return EOPNOTSUPP.to_errno();
     };
@@ -727,7 +728,7 @@ pub(super) unsafe extern "C" fn create_qp(
             Ref::init(addr_of_mut!((*p).r));
             addr_of_mut!((*p).ty).write(ty);
             addr_of_mut!((*p).user).write(!udata.is_null());
-            addr_of_mut!((*p).iwarp).write(iwarp);
+            addr_of_mut!((*p).transport).write(transport);
             addr_of_mut!((*p).sig_all).write(init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR);
             addr_of_mut!((*p).caps).write(caps);
             addr_of_mut!((*p).send_cq).write(NonNull::new_unchecked(init.send_cq.cast()));
@@ -784,7 +785,7 @@ pub(super) unsafe extern "C" fn modify_qp(
     // SAFETY: a live QP of ours; a valid attr.
     let (q, a, d) = unsafe { (qp_ref(ibqp), &*a, dev((*ibqp).device)) };
     let mask = mask as u32;
-    let av = if mask & attr::AV != 0 && !q.iwarp {
+    let av = if mask & attr::AV != 0 && !q.is_iwarp() {
         match av_from(&a.ah_attr) {
             Ok(av) => Some(av),
             Err(e) => return e.to_errno(),
@@ -805,7 +806,7 @@ pub(super) unsafe extern "C" fn modify_qp(
         } else {
             cur
         };
-        let ok = if q.iwarp {
+        let ok = if q.is_iwarp() {
             // rdma_disconnect moves an iWARP QP to SQD from whatever state it
             // is in; outside RTS there is nothing to drain: succeed quietly.
             if next == QpState::Sqd && cur != QpState::Rts && mask == attr::STATE {
@@ -821,7 +822,7 @@ pub(super) unsafe extern "C" fn modify_qp(
         qp::apply_attrs(
             &mut s.attrs,
             a,
-            mask & !(attr::AV * u32::from(q.iwarp)),
+            mask & !(attr::AV * u32::from(q.is_iwarp())),
             av,
             d.limits(),
         )?;
@@ -948,7 +949,7 @@ pub(super) unsafe extern "C" fn attach_mcast(
     // SAFETY: a live UD QP of ours (ib_core checks the type); a valid GID.
     let (q, d, mgid) = unsafe { (qp_ref(ibqp), dev((*ibqp).device), (*gid).raw) };
     errno((|| -> Result {
-        if q.iwarp || !mcast::is_multicast(&mgid) {
+        if q.is_iwarp() || !mcast::is_multicast(&mgid) {
             return Err(EINVAL);
         }
         let first = d.verbs().mcast.lock().attach(&mgid, q.qpn(), d.limits())?;
@@ -1038,7 +1039,7 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             wqe.rkey = r.rkey;
         }
         b::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP | b::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD
-            if !q.iwarp =>
+            if !q.is_iwarp() =>
         {
             // SAFETY: atomic WRs are ib_atomic_wr.
             let a = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_atomic_wr>() };

@@ -12,7 +12,6 @@ use kernel::types::Opaque;
 
 use super::ah::Av;
 use super::cq::{Cq, Owed};
-use super::local_ops::{self, OnQp};
 use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
 use crate::engine::Engine;
@@ -59,7 +58,8 @@ pub(crate) struct Qp {
     pub(crate) r: Ref,
     pub(crate) ty: QpType,
     pub(crate) user: bool,
-    pub(crate) iwarp: bool,
+    /// The wire transport (the device's), fixed at creation.
+    pub(crate) transport: crate::transport::Transport,
     pub(crate) sig_all: bool,
     pub(crate) caps: Caps,
     /// Set once at creation; ib_core holds a use count on each for the QP's
@@ -214,6 +214,11 @@ impl Qp {
         unsafe { self.recv_cq.as_ref() }
     }
 
+    /// An iWARP QP (its verbs differ: no address vector, created in INIT).
+    pub(crate) fn is_iwarp(&self) -> bool {
+        self.transport == crate::transport::Transport::Iwarp
+    }
+
     pub(crate) fn qpn(&self) -> u32 {
         self.ib.qp_num
     }
@@ -358,7 +363,8 @@ impl Qp {
             // (`Qp::check_drained`).
             QpState::Sqd if cur == QpState::Rts => {
                 s.eng.req.begin_drain();
-                let p = crate::engine::send::params(self.service(), next, &s.attrs, 0);
+                let p =
+                    crate::transport::roce::requester::params(self.service(), next, &s.attrs, 0);
                 after.sq_drained |= s.eng.req.check_drained(&p) && s.attrs.sqd_notify;
             }
             _ => {}
@@ -397,72 +403,6 @@ impl Qp {
             }
         }
         self.after(after);
-    }
-
-    /// iWARP (until its transport exists): run the local operations (bind,
-    /// invalidate, fast-register) at the head of the send queue while the
-    /// QP is in RTS; stops at the first operation for the transport.  RoCE
-    /// QPs run them in the engine's requester, in order with the rest.  A failed one completes in error and
-    /// moves the QP to ERR, which flushes the rest.
-    pub(crate) fn run_local_ops(&self, v: &super::DeviceVerbs) {
-        let on = OnQp {
-            pd: self.ib.pd as usize,
-            qpn: self.qpn(),
-        };
-        let mut after = After::default();
-        {
-            let mut s = self.inner.lock();
-            // One look at the producer: a user QP's is user memory, and the
-            // loop must end whatever user space writes meanwhile.
-            let pending = s.sq.producer().wrapping_sub(s.sq_cons);
-            if pending > s.sq.slots() && s.state == QpState::Rts {
-                // More WQEs than slots: the ring is corrupt (a local work
-                // queue catastrophic error).
-                self.enter(&mut s, QpState::Err, &mut after);
-                after.fatal = true;
-            }
-            for _ in 0..pending {
-                if s.state != QpState::Rts {
-                    break;
-                }
-                let Some(w) = s.sq.read::<SendWqe>(s.sq_cons, 0) else {
-                    break;
-                };
-                let status = if local_ops::is_local(w.opcode) {
-                    match local_ops::execute(v, &on, &w) {
-                        Ok(()) => abi::WC_SUCCESS,
-                        Err(status) => status,
-                    }
-                } else {
-                    break;
-                };
-                s.sq_cons = s.sq_cons.wrapping_add(1);
-                s.sq.set_consumer(s.sq_cons);
-                if status != abi::WC_SUCCESS || w.send_flags & abi::SEND_SIGNALED != 0 {
-                    let cqe = self.cqe(w.wr_id, wc_opcode(w.opcode), status);
-                    // An overflow is reported on the CQ itself.
-                    let (_, owed) = self.send_cq().push(&cqe, false);
-                    after.send_cq.merge(owed);
-                }
-                if status != abi::WC_SUCCESS {
-                    self.enter(&mut s, QpState::Err, &mut after);
-                }
-            }
-        }
-        self.after(after);
-    }
-
-    /// New work was posted (or the state changed): have it sent.  RoCE QPs
-    /// kick their engine (`here`: from a context that may transmit; else
-    /// only through the work item); iWARP QPs run their local operations.
-    pub(crate) fn doorbell(&self, here: bool) {
-        if self.iwarp {
-            self.run_local_ops(self.dev().verbs());
-        } else if here {
-            self.kick();
-        } else {
-            self.schedule();
-        }
     }
 
     /// Queue one send WQE of a kernel consumer (`sges` or `inline` data).

@@ -122,7 +122,7 @@ impl SrqState {
 /// A receive WQE taken off a receive queue by a responder.
 pub(crate) struct Taken {
     pub(crate) wr_id: u64,
-    pub(crate) sges: [Sge; crate::engine::send::MAX_SGE],
+    pub(crate) sges: [Sge; crate::engine::sq::MAX_SGE],
     pub(crate) nsge: usize,
 }
 
@@ -134,12 +134,12 @@ impl Taken {
     /// Read the WQE in slot `index` of `ring`, allowing `max_sge` SGEs.
     pub(crate) fn read(ring: &Ring, index: u32, max_sge: u32) -> Option<Taken> {
         let w = ring.read::<RecvWqe>(index, 0)?;
-        if w.num_sge > max_sge || w.num_sge as usize > crate::engine::send::MAX_SGE {
+        if w.num_sge > max_sge || w.num_sge as usize > crate::engine::sq::MAX_SGE {
             return None;
         }
         let mut t = Taken {
             wr_id: w.wr_id,
-            sges: [Sge::default(); crate::engine::send::MAX_SGE],
+            sges: [Sge::default(); crate::engine::sq::MAX_SGE],
             nsge: w.num_sge as usize,
         };
         for i in 0..t.nsge {

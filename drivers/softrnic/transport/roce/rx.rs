@@ -4,8 +4,8 @@
 //! type) and handed to the QP's responder or completer.  Every packet that
 //! fails a check is counted and dropped.
 
-use super::respond::RxMeta;
-use super::Counter;
+use super::responder::RxMeta;
+use crate::engine::Counter;
 use crate::glue::net::Skb;
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
@@ -129,7 +129,7 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         (svc, pkt.hdr.bth.opcode.transport()),
         (Service::Rc, Transport::Rc) | (Service::Uc, Transport::Uc) | (Service::Ud, Transport::Ud)
     );
-    if !fits || qp.iwarp {
+    if !fits {
         c.bump(Counter::RxBadState);
         return;
     }

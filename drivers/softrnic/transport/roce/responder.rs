@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The responder's executor: the RoCEv2 responder machine
+//! The kernel half of the RoCEv2 responder: the machine
 //! (`core/roce/responder.rs`) checks and orders the requests and queues the
-//! responses; this takes receive WQEs (RQ or SRQ), places data into memory
-//! regions and windows through `mem.rs`, runs atomics, completes receives
-//! on the receive CQ, and builds the response packets.
+//! responses; this gives it the receive side (`engine/rq.rs`), completes UD
+//! datagrams with their GRH, and builds the response packets.
 
 use kernel::prelude::*;
 
-use super::mem::{self, Data, Requestor, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use super::packet::{bth, Outbox};
-use super::Counter;
-use crate::abi::{self, Cqe};
+use crate::abi;
+use crate::engine::mem::{REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::engine::rq::RecvSide;
+use crate::engine::Counter;
 use crate::glue::net::IpRoute;
-use crate::glue::ring::Ring;
 use crate::glue::{IbDevice, NetDevice};
 use crate::psn::Psn;
 use crate::qp_state::QpState;
@@ -26,6 +25,9 @@ use crate::verbs::srq::Taken;
 
 /// Responses waiting to be sent (reads, atomic ACKs, ACKs, NAKs).
 pub(crate) const QUEUE: usize = 256;
+
+/// Bytes of the GRH a UD receive buffer starts with.
+pub(crate) const GRH_LEN: usize = 40;
 
 /// The responder machine as the kernel keeps it.
 pub(crate) type Responder = crate::roce::responder::Responder<Taken, KVec<Response>>;
@@ -64,70 +66,27 @@ fn params(qp: &Qp, a: &QpAttrs, mtu: u32) -> ResponderParams {
     }
 }
 
-/// The responder's I/O: the receive queue, memory, the receive CQ and the
-/// outbox.
+/// The responder's I/O: the receive side, and the outbox.
 struct RespIo<'a> {
-    qp: &'a Qp,
-    dev: &'a IbDevice,
-    rq: Option<&'a Ring>,
-    rq_cons: &'a mut u32,
-    after: &'a mut After,
+    r: RecvSide<'a>,
     meta: Option<&'a RxMeta<'a>>,
     /// Where responses go (`None`: this step sends nothing).
     out: Option<(&'a NetDevice, &'a mut Outbox, IpRoute, u32)>,
-}
-
-impl RespIo<'_> {
-    fn who(&self) -> Requestor {
-        self.qp.requestor()
-    }
-
-    fn complete_recv(&mut self, cqe: &Cqe, solicited: bool) {
-        let (_, owed) = self.qp.recv_cq().push(cqe, solicited);
-        self.after.recv_cq.merge(owed);
-    }
 }
 
 impl ResponderIo for RespIo<'_> {
     type Recv = Taken;
 
     fn take_recv(&mut self) -> Option<Taken> {
-        if let Some(srq) = self.qp.srq_ref() {
-            let (t, limit) = srq.inner.lock().take();
-            self.after.srq_limit |= limit;
-            return t;
-        }
-        let rq = self.rq?;
-        if rq.producer() == *self.rq_cons {
-            return None;
-        }
-        let t = Taken::read(rq, *self.rq_cons, self.qp.caps.max_recv_sge);
-        *self.rq_cons = self.rq_cons.wrapping_add(1);
-        rq.set_consumer(*self.rq_cons);
-        t
+        self.r.take()
     }
 
     fn recv_store(&mut self, r: &Taken, at: u64, data: &[u8]) -> Result<(), bool> {
-        let pd = self.who().pd;
-        mem::sgl_copy(self.dev.verbs(), pd, r.sges(), at, Data::Store(data))
+        self.r.store(r, at, data)
     }
 
     fn recv_done(&mut self, r: &Taken, d: RecvDone) {
-        let opcode = if d.write_imm {
-            abi::WC_RECV_RDMA_WITH_IMM
-        } else {
-            abi::WC_RECV
-        };
-        let mut cqe = self.qp.recv_cqe(r.wr_id, opcode, d.status, d.byte_len);
-        if let Some(imm) = d.imm {
-            cqe.wc_flags |= abi::WC_WITH_IMM;
-            cqe.ex = imm.to_be();
-        }
-        if let Some(rkey) = d.invalidated {
-            cqe.wc_flags |= abi::WC_WITH_INV;
-            cqe.ex = rkey;
-        }
-        self.complete_recv(&cqe, d.solicited);
+        self.r.done(r, d)
     }
 
     fn datagram(&mut self, wqe: Taken, pkt: &Packet<'_>) {
@@ -143,18 +102,17 @@ impl ResponderIo for RespIo<'_> {
             let n = core::cmp::min(meta.ip_header.len(), GRH_LEN);
             grh[..n].copy_from_slice(&meta.ip_header[..n]);
         }
-        let pd = self.who().pd;
-        let v = self.dev.verbs();
         let total = (GRH_LEN + pkt.payload.len()) as u32;
-        let copied = mem::sgl_copy(v, pd, wqe.sges(), 0, Data::Store(&grh)).and_then(|()| {
-            mem::sgl_copy(v, pd, wqe.sges(), GRH_LEN as u64, Data::Store(pkt.payload))
-        });
+        let copied = self
+            .r
+            .store(&wqe, 0, &grh)
+            .and_then(|()| self.r.store(&wqe, GRH_LEN as u64, pkt.payload));
         let status = match copied {
             Ok(()) => abi::WC_SUCCESS,
             Err(true) => abi::WC_LOC_LEN_ERR,
             Err(false) => abi::WC_LOC_PROT_ERR,
         };
-        let mut cqe = self.qp.recv_cqe(wqe.wr_id, abi::WC_RECV, status, total);
+        let mut cqe = self.r.qp.recv_cqe(wqe.wr_id, abi::WC_RECV, status, total);
         cqe.wc_flags |= abi::WC_GRH;
         if let Some(imm) = pkt.hdr.imm_dt {
             cqe.wc_flags |= abi::WC_WITH_IMM;
@@ -163,29 +121,15 @@ impl ResponderIo for RespIo<'_> {
         cqe.src_qp = deth.src_qp;
         cqe.network_hdr_type = if meta.ipv4 { 2 } else { 3 };
         cqe.smac = meta.smac;
-        self.complete_recv(&cqe, pkt.hdr.bth.solicited);
+        self.r.complete(&cqe, pkt.hdr.bth.solicited);
     }
 
     fn remote_ok(&mut self, rkey: u32, va: u64, len: u64, access: Access) -> bool {
-        let flag = match access {
-            Access::Read => REMOTE_READ,
-            Access::Write => REMOTE_WRITE,
-            Access::Atomic => REMOTE_ATOMIC,
-        };
-        mem::with_remote(self.dev.verbs(), self.who(), rkey, va, len, flag, |_, _| ()).is_some()
+        self.r.remote_ok(rkey, va, len, access)
     }
 
     fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
-        let len = data.len() as u64;
-        mem::with_remote(
-            self.dev.verbs(),
-            self.who(),
-            rkey,
-            va,
-            len,
-            REMOTE_WRITE,
-            |m, iova| m.copy(iova, Data::Store(data)),
-        ) == Some(true)
+        self.r.remote_write(rkey, va, data)
     }
 
     fn remote_atomic(
@@ -196,20 +140,11 @@ impl ResponderIo for RespIo<'_> {
         compare: u64,
         swap_add: u64,
     ) -> Option<u64> {
-        mem::with_remote(
-            self.dev.verbs(),
-            self.who(),
-            rkey,
-            va,
-            8,
-            REMOTE_ATOMIC,
-            |m, iova| m.atomic(iova, |w| mem::atomic_op(w, cmp_swap, compare, swap_add)),
-        )
-        .flatten()
+        self.r.remote_atomic(rkey, va, cmp_swap, compare, swap_add)
     }
 
     fn invalidate(&mut self, rkey: u32) -> bool {
-        mem::remote_invalidate(self.dev.verbs(), self.who(), rkey)
+        self.r.invalidate(rkey)
     }
 
     fn send_ack(
@@ -219,7 +154,7 @@ impl ResponderIo for RespIo<'_> {
         msn: u32,
         orig: Option<u64>,
     ) -> Result<(), SendFail> {
-        let dev = self.dev;
+        let dev = self.r.dev;
         let Some((ndev, out, route, dest_qp)) = self.out.as_mut() else {
             return Err(SendFail::Full);
         };
@@ -243,7 +178,7 @@ impl ResponderIo for RespIo<'_> {
         va: u64,
         len: u32,
     ) -> Result<(), SendFail> {
-        let (dev, who) = (self.dev, self.who());
+        let (r, dev) = (&self.r, self.r.dev);
         let Some((ndev, out, route, dest_qp)) = self.out.as_mut() else {
             return Err(SendFail::Full);
         };
@@ -257,21 +192,12 @@ impl ResponderIo for RespIo<'_> {
             });
         }
         out.build(dev, ndev, route, &h, len as usize, |buf| {
-            buf.is_empty()
-                || mem::with_remote(
-                    dev.verbs(),
-                    who,
-                    rkey,
-                    va,
-                    buf.len() as u64,
-                    REMOTE_READ,
-                    |m, iova| m.copy(iova, Data::Load(buf)),
-                ) == Some(true)
+            r.remote_read(rkey, va, buf)
         })
     }
 
     fn count(&mut self, c: Count) {
-        self.dev.counters().bump(Counter::from(c));
+        self.r.dev.counters().bump(Counter::from(c));
     }
 }
 
@@ -298,30 +224,18 @@ impl Qp {
             rq, rq_cons, eng, ..
         } = s;
         let mut io = RespIo {
-            qp: self,
-            dev,
-            rq: rq.as_ref(),
-            rq_cons,
-            after: &mut *after,
+            r: RecvSide {
+                qp: self,
+                dev,
+                rq: rq.as_ref(),
+                rq_cons,
+                after: &mut *after,
+            },
             meta: Some(meta),
             out: None,
         };
         let o = eng.resp.on_request(&p, &mut io, pkt);
         self.outcome(s, o, after);
-    }
-
-    fn recv_cqe(&self, wr_id: u64, opcode: u8, status: u8, byte_len: u32) -> Cqe {
-        let mut c = self.send_cqe(wr_id, abi::WR_SEND, status);
-        c.opcode = opcode;
-        c.byte_len = byte_len;
-        c
-    }
-
-    pub(crate) fn requestor(&self) -> Requestor {
-        Requestor {
-            pd: self.ib.pd as usize,
-            qpn: self.qpn(),
-        }
     }
 
     /// Send queued responses (in order) while the outbox has room.
@@ -341,22 +255,22 @@ impl Qp {
         };
         let p = params(self, &s.attrs, self.mtu(s, ndev));
         let dest_qp = s.attrs.dest_qpn;
+        // Sending responses completes nothing.
         let mut after = After::default();
         let QpInner {
             rq, rq_cons, eng, ..
         } = s;
         let mut io = RespIo {
-            qp: self,
-            dev,
-            rq: rq.as_ref(),
-            rq_cons,
-            after: &mut after,
+            r: RecvSide {
+                qp: self,
+                dev,
+                rq: rq.as_ref(),
+                rq_cons,
+                after: &mut after,
+            },
             meta: None,
             out: Some((ndev, out, route, dest_qp)),
         };
         eng.resp.emit(&p, &mut io);
     }
 }
-
-/// Bytes of the GRH a UD receive buffer starts with.
-pub(crate) const GRH_LEN: usize = 40;

@@ -11,7 +11,7 @@ use crate::icrc;
 use crate::psn::Psn;
 use crate::roce_wire::{self, Bth, Headers, Opcode, ICRC_LEN};
 
-use super::Counter;
+use crate::engine::Counter;
 use crate::roce::SendFail;
 
 /// The P_Key every packet carries (the default partition, full member).

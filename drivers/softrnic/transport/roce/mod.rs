@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The kernel half of RoCEv2: UDP receive dispatch (`rx.rs`), packets in
+//! skbs (`packet.rs`), and the I/O of the sans-IO machines of `core/roce/`
+//! (`requester.rs`, `completer.rs`, `responder.rs`).  The pump builds and
+//! sends a QP's packets: responses first, then requests.
+//!
+//! Concurrency: all of a QP's engine state sits under the QP lock.  Packets
+//! are built under it and sent after it is dropped; one context at a time
+//! (the "pump": a doorbell, the QP's work item, a received packet or a
+//! timer) builds and sends, so a QP's packets leave in order.
+
+pub(crate) mod completer;
+pub(crate) mod packet;
+pub(crate) mod requester;
+pub(crate) mod responder;
+pub(crate) mod rx;
+
+use packet::Outbox;
+
+use crate::glue::net::IpRoute;
+use crate::glue::NetDevice;
+use crate::qp_state::QpType;
+use crate::transport_rules::{self as rules, Service};
+use crate::verbs::ah::Av;
+use crate::verbs::qp::{After, Qp, QpInner};
+
+/// Packet batches a pump may build before handing over to the work item:
+/// a little where it was kicked (a doorbell, a received packet), much in
+/// the work item.
+const KICK_BATCHES: u32 = 4;
+const WORK_BATCHES: u32 = 64;
+
+impl Qp {
+    pub(crate) fn service(&self) -> Service {
+        match self.ty {
+            QpType::Rc => Service::Rc,
+            QpType::Uc => Service::Uc,
+            _ => Service::Ud,
+        }
+    }
+
+    /// The path MTU in bytes (UD: the port's).
+    pub(crate) fn mtu(&self, s: &QpInner, ndev: &NetDevice) -> u32 {
+        let code = if self.service() == Service::Ud {
+            crate::limits::ib_mtu_for(ndev.mtu(), crate::limits::ROCE_MAX_HEADER_BYTES)
+                .unwrap_or(crate::limits::IB_MTU_256)
+        } else {
+            s.attrs.path_mtu
+        };
+        rules::mtu_bytes(code).unwrap_or(256)
+    }
+
+    /// The UDP source port of this QP's packets: fixed per QP so a flow
+    /// stays on one path, different between QPs for ECMP entropy.
+    pub(crate) fn sport(&self) -> u16 {
+        let h = self.qpn().wrapping_mul(0x9E37_79B1);
+        0xC000 | ((h >> 18) as u16 & 0x3fff)
+    }
+
+    /// The route of this QP's packets to address vector `av`.
+    pub(crate) fn ip_route(&self, av: &Av) -> IpRoute {
+        IpRoute {
+            saddr: av.sgid,
+            daddr: av.dgid,
+            ipv4: av.ipv4,
+            sport: self.sport(),
+            tclass: av.traffic_class,
+            ttl: if av.hop_limit == 0 { 64 } else { av.hop_limit },
+            flow_label: av.flow_label,
+        }
+    }
+
+    /// The route of a connected QP's packets.
+    pub(crate) fn route(&self, s: &QpInner) -> Option<IpRoute> {
+        s.attrs.av.as_ref().map(|av| self.ip_route(av))
+    }
+
+    /// Build and send this QP's packets: responses first, then requests.
+    /// Runs on the QP's CPU only (see `kick`), so they leave in order.
+    /// `work`: the work item, which may work long; otherwise it does a
+    /// little and hands the rest to the work item.
+    pub(crate) fn roce_pump(&self, work: bool) {
+        let dev = self.dev();
+        let Some(ndev) = dev.port_netdev() else {
+            return;
+        };
+        let budget = if work { WORK_BATCHES } else { KICK_BATCHES };
+        let mut first = true;
+        for batch in 1.. {
+            let mut out = Outbox::new();
+            let mut after = After::default();
+            {
+                let mut s = self.inner.lock();
+                if first {
+                    if s.eng.pumping {
+                        s.eng.again = true;
+                        return;
+                    }
+                    s.eng.pumping = true;
+                    first = false;
+                }
+                s.eng.again = false;
+                self.emit_responses(&mut s, &dev, &ndev, &mut out);
+                self.emit_requests(&mut s, &dev, &ndev, &mut out, &mut after);
+            }
+            let full = out.is_full();
+            self.after(after);
+            out.send(&dev, &ndev);
+            let mut s = self.inner.lock();
+            if !(full || s.eng.again) || s.eng.dying {
+                s.eng.pumping = false;
+                return;
+            }
+            if batch >= budget {
+                s.eng.pumping = false;
+                self.queue_work(s.eng.dying);
+                return;
+            }
+        }
+    }
+}

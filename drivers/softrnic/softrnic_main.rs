@@ -3,16 +3,20 @@
 //! (RoCEv2 and iWARP) over any Ethernet netdev, registered with the kernel
 //! RDMA core as the kernel verbs provider (RNICPI's P-RNICPI kVP).
 //!
-//! Layers: `glue` (bindings, C shim, ib_device_ops entry points) → `device`,
-//! `attrs` (verbs objects) → `engine` (the RoCEv2 RNIC engine).  Sans-IO rules live in `core/`,
-//! shared with host tests; the user ABI lives in `userspace/abi/src/abi.rs`.
+//! Layers, from the top: `verbs/` (the verbs objects) and `device.rs`;
+//! `engine/` (the WQE executor, for any transport); `transport/` (RoCEv2
+//! over UDP, iWARP over TCP: the kernel halves of the protocol machines);
+//! `glue/` at the bottom (bindings, the C shim, safe wrappers, and the
+//! ib_device_ops entry points, which forward up).  The sans-IO protocol
+//! machines and wire rules live in `core/`, shared with the host tests and
+//! their simulation; the user ABI lives in `userspace/abi/src/abi.rs`.
 
 use kernel::prelude::*;
 
 #[path = "../../userspace/abi/src/abi.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod abi;
-mod attrs;
+
 mod device;
 mod engine;
 mod glue;

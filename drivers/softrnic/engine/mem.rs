@@ -9,16 +9,16 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use crate::abi::Sge;
-use crate::glue::bindings as b;
-use crate::glue::net::PageMap;
+use crate::glue::access;
+pub(crate) use crate::glue::memory::Data;
 use crate::verbs::mr::{MrKind, MrState};
 use crate::verbs::{DeviceVerbs, MW_INDEX_BASE};
 
-pub(crate) const LOCAL_WRITE: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
-pub(crate) const REMOTE_WRITE: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
-pub(crate) const REMOTE_READ: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_READ;
-pub(crate) const REMOTE_ATOMIC: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
-const ZERO_BASED: u32 = b::ib_access_flags_IB_ZERO_BASED;
+pub(crate) const LOCAL_WRITE: u32 = access::LOCAL_WRITE;
+pub(crate) const REMOTE_WRITE: u32 = access::REMOTE_WRITE;
+pub(crate) const REMOTE_READ: u32 = access::REMOTE_READ;
+pub(crate) const REMOTE_ATOMIC: u32 = access::REMOTE_ATOMIC;
+const ZERO_BASED: u32 = access::ZERO_BASED;
 
 /// `addr..addr+len` lies inside `base..base+size`.
 pub(crate) fn inside(addr: u64, len: u64, base: u64, size: u64) -> bool {
@@ -28,125 +28,20 @@ pub(crate) fn inside(addr: u64, len: u64, base: u64, size: u64) -> bool {
     }
 }
 
-/// Which way a copy goes.
-pub(crate) enum Data<'a> {
-    /// Into the memory region.
-    Store(&'a [u8]),
-    /// Out of the memory region.
-    Load(&'a mut [u8]),
-}
-
-impl Data<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Data::Store(s) => s.len(),
-            Data::Load(d) => d.len(),
-        }
-    }
-
-    /// Copy `n` bytes at `at` of the buffer to/from `p`.
-    ///
-    /// # Safety
-    /// `p` is valid for `n` bytes of reads and writes.
-    unsafe fn apply(&mut self, at: usize, p: *mut u8, n: usize) {
-        match self {
-            // SAFETY: `at + n` is within the buffer (callers walk it in
-            // order); `p` per the contract; the regions cannot overlap (one is
-            // a kernel buffer we own).
-            Data::Store(s) => unsafe { core::ptr::copy_nonoverlapping(s.as_ptr().add(at), p, n) },
-            // SAFETY: as above.
-            Data::Load(d) => unsafe {
-                core::ptr::copy_nonoverlapping(p, d.as_mut_ptr().add(at), n)
-            },
-        }
-    }
-}
-
-/// Walk `len` bytes from byte `start` of a list of pages of `page_size`
-/// bytes: `f(page index, offset in page, offset in the walk, bytes)`.
-fn chunks(
-    start: u64,
-    len: usize,
-    page_size: u64,
-    mut f: impl FnMut(usize, usize, usize, usize) -> bool,
-) -> bool {
-    let mut done = 0usize;
-    while done < len {
-        let pos = start + done as u64;
-        let (page, off) = ((pos / page_size) as usize, (pos % page_size) as usize);
-        let n = core::cmp::min(len - done, page_size as usize - off);
-        if !f(page, off, done, n) {
-            return false;
-        }
-        done += n;
-    }
-    true
-}
-
 impl MrState {
     /// Copy `data` at `iova`, which the caller checked lies in the region.
     /// False if the memory behind it is not there (a short page list).
-    pub(crate) fn copy(&self, iova: u64, mut data: Data<'_>) -> bool {
-        let len = data.len();
-        if len == 0 {
+    pub(crate) fn copy(&self, iova: u64, data: Data<'_>) -> bool {
+        if data.len() == 0 {
             return true;
         }
         let Some(start) = iova.checked_sub(self.iova) else {
             return false;
         };
         match &self.kind {
-            MrKind::Dma => {
-                // SAFETY: a DMA MR exists only for kernel consumers, whose
-                // addresses are kernel virtual addresses (ib_core's virtual
-                // DMA) of memory they own for the work request's lifetime.
-                unsafe { data.apply(0, iova as usize as *mut u8, len) };
-                true
-            }
-            MrKind::User(um) => {
-                let page_size = crate::glue::page_size();
-                chunks(
-                    start + u64::from(um.offset),
-                    len,
-                    page_size,
-                    |page, off, at, n| {
-                        let Some(&pg) = um.pages.get(page) else {
-                            return false;
-                        };
-                        // SAFETY: a page pinned by the MR's umem, alive while the
-                        // MR (whose lock we hold) is.
-                        let Some(map) = (unsafe { PageMap::new(pg) }) else {
-                            return false;
-                        };
-                        // SAFETY: `off + n` stays within the mapped page.
-                        unsafe { data.apply(at, map.ptr().add(off), n) };
-                        true
-                    },
-                )
-            }
-            MrKind::FastReg {
-                pages,
-                page_size,
-                offset,
-                ..
-            } => {
-                if *page_size == 0 {
-                    return false;
-                }
-                chunks(
-                    start + offset,
-                    len,
-                    u64::from(*page_size),
-                    |page, off, at, n| {
-                        let Some(&addr) = pages.get(page) else {
-                            return false;
-                        };
-                        // SAFETY: the kernel consumer registered these pages
-                        // (kernel virtual addresses) for the registration's life.
-                        unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) };
-                        true
-                    },
-                )
-            }
+            MrKind::Dma(k) => k.copy(iova, data),
+            MrKind::User(p) => p.copy(start, data),
+            MrKind::FastReg(p) => p.copy(start, data),
         }
     }
 
@@ -157,47 +52,10 @@ impl MrState {
             return None;
         }
         let start = iova.checked_sub(self.iova)?;
-        let word = |p: *mut u8| {
-            // SAFETY: an aligned 8-byte word of memory the region covers
-            // (mapped, pinned or kernel-owned as in `copy`); other accessors
-            // use atomics or plain copies, never references.
-            f(unsafe { AtomicU64::from_ptr(p.cast()) })
-        };
         match &self.kind {
-            MrKind::Dma => Some(word(iova as usize as *mut u8)),
-            MrKind::User(um) => {
-                let pos = start + u64::from(um.offset);
-                // The iova may be aligned while the memory is not (a region
-                // registered with a virt of another alignment): an atomic
-                // must never straddle into the next page.
-                if pos % 8 != 0 {
-                    return None;
-                }
-                let ps = crate::glue::page_size();
-                let pg = *um.pages.get((pos / ps) as usize)?;
-                // SAFETY: a pinned page of the MR, as in `copy`.
-                let map = unsafe { PageMap::new(pg) }?;
-                // SAFETY: the word is within the mapped page (aligned, 8 bytes).
-                Some(word(unsafe { map.ptr().add((pos % ps) as usize) }))
-            }
-            MrKind::FastReg {
-                pages,
-                page_size,
-                offset,
-                ..
-            } => {
-                let ps = u64::from(*page_size);
-                if ps == 0 {
-                    return None;
-                }
-                let pos = start + offset;
-                let addr = *pages.get((pos / ps) as usize)?;
-                let at = addr as usize + (pos % ps) as usize;
-                if at % 8 != 0 {
-                    return None;
-                }
-                Some(word(at as *mut u8))
-            }
+            MrKind::Dma(k) => k.atomic(iova, f),
+            MrKind::User(p) => p.atomic(start, f),
+            MrKind::FastReg(p) => p.atomic(start, f),
         }
     }
 }
@@ -391,7 +249,7 @@ pub(crate) fn remote_invalidate(v: &DeviceVerbs, who: Requestor, rkey: u32) -> b
             return false;
         };
         let mut m = mr.inner.lock();
-        if !matches!(m.kind, MrKind::FastReg { .. }) || m.key != rkey || mr.pd() != who.pd {
+        if !matches!(m.kind, MrKind::FastReg(_)) || m.key != rkey || mr.pd() != who.pd {
             return false;
         }
         m.valid = false;

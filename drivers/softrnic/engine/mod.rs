@@ -16,8 +16,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
-use crate::glue::bindings as b;
-use crate::glue::net::deferred;
+use crate::glue::deferred;
 use crate::glue::IbDevice;
 use crate::verbs::qp::{After, Qp};
 
@@ -141,8 +140,7 @@ impl Engine {
 
 impl Qp {
     pub(crate) fn dev(&self) -> IbDevice {
-        // SAFETY: ib_core keeps the device alive while it has QPs.
-        unsafe { crate::glue::dev_of(self.ib.device) }
+        self.ib.device()
     }
 
     /// New work for the engine: pump right here if this is the QP's CPU
@@ -193,43 +191,18 @@ impl Qp {
     /// caller holds the QP lock.
     pub(crate) fn queue_work(&self, dying: bool) {
         if !dying {
-            // SAFETY: initialised in `engine_init`; `dying` is set (under the
-            // lock we are called with) before the work is cancelled for good.
-            unsafe { deferred::work_queue(self.work_ptr(), self.cpu) };
+            self.work.queue(self.cpu);
         }
     }
 
     pub(crate) fn arm_timer(&self, dying: bool, usecs: u64) {
         if !dying {
-            // SAFETY: initialised in `engine_init`; shut down only after
-            // `dying` is set under the QP lock, which the caller holds.
-            unsafe { deferred::timer_arm(self.timer_ptr(), usecs) };
+            self.timer.arm(usecs);
         }
     }
 
     pub(crate) fn stop_timer(&self) {
-        // SAFETY: initialised in `engine_init`.
-        unsafe { deferred::timer_stop(self.timer_ptr()) };
-    }
-
-    fn work_ptr(&self) -> *mut b::work_struct {
-        self.work.get()
-    }
-
-    fn timer_ptr(&self) -> *mut b::timer_list {
-        self.timer.get()
-    }
-
-    /// Set up the work item and timer of a new QP.
-    ///
-    /// # Safety
-    /// The QP is pinned and not yet visible to anything else.
-    pub(crate) unsafe fn engine_init(&self) {
-        // SAFETY: per the contract.
-        unsafe {
-            deferred::work_init(self.work_ptr(), qp_work);
-            deferred::timer_init(self.timer_ptr(), qp_timer);
-        }
+        self.timer.stop();
     }
 
     /// The CPU a new QP sends from: spread by QP number.
@@ -245,30 +218,9 @@ impl Qp {
         // destroyed the QP), is otherwise lost and the peer retries into
         // the void.
         self.schedule();
-        // SAFETY: initialised in `engine_init`; process context (destroy).
-        unsafe { deferred::work_flush(self.work_ptr()) };
+        self.work.flush();
         self.inner.lock().eng.dying = true;
-        // SAFETY: initialised in `engine_init`; nothing re-arms or re-queues
-        // them once `dying` is set.
-        unsafe {
-            deferred::timer_shutdown(self.timer_ptr());
-            deferred::work_cancel(self.work_ptr());
-        }
+        self.timer.shutdown();
+        self.work.shutdown();
     }
-}
-
-/// The QP's work item: pump.
-unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
-    // SAFETY: `w` is the `work` field of a live QP: destroy cancels the work
-    // before the QP goes.
-    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
-    qp.pump(true);
-}
-
-/// The QP's timer: a retransmission or RNR timeout.
-unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
-    // SAFETY: `t` is the `timer` field of a live QP: destroy shuts the timer
-    // down before the QP goes.
-    let qp = unsafe { &*t.byte_sub(core::mem::offset_of!(Qp, timer)).cast::<Qp>() };
-    qp.timeout();
 }

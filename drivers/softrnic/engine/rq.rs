@@ -152,7 +152,7 @@ impl Qp {
 
     pub(crate) fn requestor(&self) -> Requestor {
         Requestor {
-            pd: self.ib.pd as usize,
+            pd: self.ib.pd_id(),
             qpn: self.qpn(),
         }
     }

@@ -101,7 +101,7 @@ impl SendQueue<'_> {
             let sges = wqe_sges(self.sq, index, w, &mut buf).ok_or(abi::WC_LOC_LEN_ERR)?;
             // READ and atomic results are written into the SGEs.
             let write = matches!(op, MsgOp::Read | MsgOp::CmpSwap | MsgOp::FetchAdd);
-            mem::sgl_check(self.dev.verbs(), self.qp.ib.pd as usize, sges, write)
+            mem::sgl_check(self.dev.verbs(), self.qp.ib.pd_id(), sges, write)
                 .ok_or(abi::WC_LOC_PROT_ERR)?
         };
         if len > u64::from(crate::limits::MAX_MSG_SIZE) {
@@ -116,7 +116,7 @@ impl SendQueue<'_> {
     /// Run a local operation (bind, invalidate, fast-register).
     pub(crate) fn run_local(&self, wqe: &SendWqe) -> u8 {
         let on = OnQp {
-            pd: self.qp.ib.pd as usize,
+            pd: self.qp.ib.pd_id(),
             qpn: self.qp.qpn(),
         };
         match local_ops::execute(self.dev.verbs(), &on, wqe) {
@@ -145,7 +145,7 @@ impl SendQueue<'_> {
         let Some(sges) = wqe_sges(self.sq, index, &t.wqe, &mut buf) else {
             return false;
         };
-        let pd = self.qp.ib.pd as usize;
+        let pd = self.qp.ib.pd_id();
         mem::sgl_copy(
             self.dev.verbs(),
             pd,
@@ -172,7 +172,7 @@ impl SendQueue<'_> {
         let Some(sges) = wqe_sges(self.sq, index, w, &mut sb) else {
             return false;
         };
-        let pd = self.qp.ib.pd as usize;
+        let pd = self.qp.ib.pd_id();
         mem::sgl_copy(
             self.dev.verbs(),
             pd,

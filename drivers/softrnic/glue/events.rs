@@ -39,28 +39,28 @@ impl Event {
     }
 }
 
-pub(crate) fn qp_event(qp: &b::ib_qp, ev: Event) {
+pub(crate) fn qp_event(qp: &super::objects::IbQp, ev: Event) {
     // SAFETY: `qp` is a live QP; the shim only reads it and calls the
     // consumer's handler (which ib_core set up for this QP).
-    unsafe { b::softrnic_qp_event(core::ptr::from_ref(qp).cast_mut(), ev.raw()) }
+    unsafe { b::softrnic_qp_event(qp.as_ptr(), ev.raw()) }
 }
 
-pub(crate) fn cq_event(cq: &b::ib_cq, ev: Event) {
+pub(crate) fn cq_event(cq: &super::objects::IbCq, ev: Event) {
     // SAFETY: as in `qp_event`.
-    unsafe { b::softrnic_cq_event(core::ptr::from_ref(cq).cast_mut(), ev.raw()) }
+    unsafe { b::softrnic_cq_event(cq.as_ptr(), ev.raw()) }
 }
 
 #[allow(dead_code)] // SRQ limit: raised when the transports consume receives.
-pub(crate) fn srq_event(srq: &b::ib_srq, ev: Event) {
+pub(crate) fn srq_event(srq: &super::objects::IbSrq, ev: Event) {
     // SAFETY: as in `qp_event`.
-    unsafe { b::softrnic_srq_event(core::ptr::from_ref(srq).cast_mut(), ev.raw()) }
+    unsafe { b::softrnic_srq_event(srq.as_ptr(), ev.raw()) }
 }
 
 /// A completion event for an armed CQ (ib_uverbs queues it on the CQ's
 /// completion channel; kernel consumers get their comp_handler called).
-pub(crate) fn cq_notify(cq: &b::ib_cq) {
+pub(crate) fn cq_notify(cq: &super::objects::IbCq) {
     // SAFETY: as in `qp_event`.
-    unsafe { b::softrnic_cq_notify(core::ptr::from_ref(cq).cast_mut()) }
+    unsafe { b::softrnic_cq_notify(cq.as_ptr()) }
 }
 
 pub(crate) fn device_event(ib: *mut b::ib_device, ev: Event) {

@@ -4,10 +4,15 @@
 //! entry points the C side calls (rdma link newlink, netdev events, sysfs and
 //! every `ib_device_ops` member in `ops.rs`).
 
+pub(crate) mod access;
+mod attrs;
 pub(crate) mod bindings;
+pub(crate) mod deferred;
 pub(crate) mod events;
 mod iw_ops;
+pub(crate) mod memory;
 pub(crate) mod net;
+pub(crate) mod objects;
 mod ops;
 pub(crate) mod ring;
 pub(crate) mod table;

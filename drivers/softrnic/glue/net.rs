@@ -70,8 +70,9 @@ pub(crate) struct IpRoute {
     pub(crate) flow_label: u32,
 }
 
-/// An sk_buff we own.
-pub(crate) struct Skb(NonNull<b::sk_buff>);
+/// An sk_buff we own; one we build has a body (the transport packet) to
+/// fill, borrowed from the skb.
+pub(crate) struct Skb(NonNull<b::sk_buff>, Option<(NonNull<u8>, usize)>);
 
 // SAFETY: an sk_buff we own can be freed or sent from any context.
 unsafe impl Send for Skb {}
@@ -79,17 +80,32 @@ unsafe impl Send for Skb {}
 impl Skb {
     /// A packet with `len` bytes of RoCE transport packet (BTH to ICRC)
     /// to fill, and room for the headers in front.
-    pub(crate) fn alloc(ndev: &NetDevice, len: usize, ipv4: bool) -> Option<(Skb, &mut [u8])> {
+    pub(crate) fn alloc(ndev: &NetDevice, len: usize, ipv4: bool) -> Option<Skb> {
         let len32 = u32::try_from(len).ok()?;
         let mut data = core::ptr::null_mut();
         // SAFETY: a live netdev; on success `data` points at `len` bytes of
-        // the new skb's linear area, which lives as long as the skb.
+        // the new skb's linear area, which lives as long as the skb (headers
+        // are later pushed in front of it, never over it).
         let skb = unsafe { b::softrnic_skb_alloc(ndev.0.as_ptr(), len32, !ipv4, &mut data) };
-        let skb = Skb(NonNull::new(skb)?);
-        // SAFETY: see above; the slice borrows from the returned skb in
-        // spirit (the caller must not use it after sending the skb).
-        let buf = unsafe { core::slice::from_raw_parts_mut(data, len) };
-        Some((skb, buf))
+        let skb = NonNull::new(skb)?;
+        match NonNull::new(data) {
+            Some(d) => Some(Skb(skb, Some((d, len)))),
+            None => {
+                drop(Skb(skb, None));
+                None
+            }
+        }
+    }
+
+    /// The body of a packet from `alloc`: the transport packet to fill
+    /// (empty for a received packet).
+    pub(crate) fn body_mut(&mut self) -> &mut [u8] {
+        match self.1 {
+            // SAFETY: `len` bytes of our skb's linear area (`alloc`),
+            // borrowed through `&mut self`.
+            Some((d, len)) => unsafe { core::slice::from_raw_parts_mut(d.as_ptr(), len) },
+            None => &mut [],
+        }
     }
 
     /// Route it and put the UDP and IP headers in front; then write the
@@ -164,7 +180,7 @@ impl Drop for Skb {
 /// C entry: a RoCEv2 packet arrived for one of our devices.
 #[no_mangle]
 extern "C" fn softrnic_roce_recv(ib: *mut b::ib_device, skb: *mut b::sk_buff) {
-    let Some(skb) = NonNull::new(skb).map(Skb) else {
+    let Some(skb) = NonNull::new(skb).map(|p| Skb(p, None)) else {
         return;
     };
     // SAFETY: the shim found `ib` as a softrnic device and holds a
@@ -227,94 +243,4 @@ pub(crate) fn umem_pages(umem: &super::umem::Umem) -> Result<(KVVec<usize>, u32)
     // SAFETY: the first `got` (≤ capacity) entries were written.
     unsafe { pages.inc_len(core::cmp::min(got, n)) };
     Ok((pages, offset))
-}
-
-/// Work items and timers embedded in engine objects (the objects are
-/// pinned: ib_core allocated them).
-pub(crate) mod deferred {
-    use super::b;
-
-    /// # Safety
-    /// `w` is valid, pinned and not queued.
-    pub(crate) unsafe fn work_init(
-        w: *mut b::work_struct,
-        f: unsafe extern "C" fn(*mut b::work_struct),
-    ) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_work_init(w, Some(f)) }
-    }
-
-    /// Queue `w` on `cpu` (or anywhere if that CPU is offline).
-    ///
-    /// # Safety
-    /// `w` was initialised by `work_init` and is not being cancelled for good.
-    pub(crate) unsafe fn work_queue(w: *mut b::work_struct, cpu: u32) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_work_queue(w, cpu) }
-    }
-
-    /// Run `f` pinned to the current CPU (preemption off), given its number.
-    pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
-        // SAFETY: paired with the put below.
-        let cpu = unsafe { b::softrnic_cpu_get() };
-        let r = f(cpu);
-        // SAFETY: undoes the get above.
-        unsafe { b::softrnic_cpu_put() };
-        r
-    }
-
-    /// The number of CPUs work can be spread over.
-    pub(crate) fn cpu_count() -> u32 {
-        // SAFETY: a plain query.
-        unsafe { b::softrnic_cpu_count() }
-    }
-
-    /// Wait until the work, if queued or running, has run to the end.
-    ///
-    /// # Safety
-    /// `w` was initialised by `work_init`; process context.
-    pub(crate) unsafe fn work_flush(w: *mut b::work_struct) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_work_flush(w) }
-    }
-
-    /// Wait for the work to finish and unqueue it.
-    ///
-    /// # Safety
-    /// `w` was initialised by `work_init`; process context.
-    pub(crate) unsafe fn work_cancel(w: *mut b::work_struct) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_work_cancel(w) }
-    }
-
-    /// # Safety
-    /// `t` is valid, pinned and not armed.
-    pub(crate) unsafe fn timer_init(
-        t: *mut b::timer_list,
-        f: unsafe extern "C" fn(*mut b::timer_list),
-    ) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_timer_init(t, Some(f)) }
-    }
-
-    /// # Safety
-    /// `t` was initialised by `timer_init`.
-    pub(crate) unsafe fn timer_arm(t: *mut b::timer_list, usecs: u64) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_timer_arm(t, usecs) }
-    }
-
-    /// # Safety
-    /// `t` was initialised by `timer_init`.
-    pub(crate) unsafe fn timer_stop(t: *mut b::timer_list) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_timer_stop(t) }
-    }
-
-    /// # Safety
-    /// `t` was initialised by `timer_init`; process context.
-    pub(crate) unsafe fn timer_shutdown(t: *mut b::timer_list) {
-        // SAFETY: per the contract.
-        unsafe { b::softrnic_timer_shutdown(t) }
-    }
 }

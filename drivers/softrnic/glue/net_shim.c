@@ -526,9 +526,10 @@ void softrnic_work_flush(struct work_struct *work)
 	flush_work(work);
 }
 
-void softrnic_work_cancel(struct work_struct *work)
+/* Stop for good: wait for a running work to end; later queueing is ignored. */
+void softrnic_work_disable(struct work_struct *work)
 {
-	cancel_work_sync(work);
+	disable_work_sync(work);
 }
 
 void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *))

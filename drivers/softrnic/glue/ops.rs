@@ -6,11 +6,11 @@
 use kernel::ffi;
 use kernel::prelude::*;
 
+use super::attrs;
 use super::bindings as b;
 use super::verbs_ops as v;
 use super::{dev, errno};
 use crate::abi;
-use crate::attrs;
 use crate::device::{self, Transport};
 
 /// A user context; the ib_ucontext must come first (ib_core allocates it).

@@ -165,7 +165,7 @@ unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);
 void softrnic_work_flush(struct work_struct *work);
-void softrnic_work_cancel(struct work_struct *work);
+void softrnic_work_disable(struct work_struct *work);
 void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *));
 void softrnic_timer_arm(struct timer_list *t, u64 usecs);
 void softrnic_timer_stop(struct timer_list *t);

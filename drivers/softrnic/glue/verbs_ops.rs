@@ -19,11 +19,13 @@ use super::table::Ref;
 use super::umem::Umem;
 use super::{check, dev, errno, IbDevice};
 use crate::abi::{self, Cqe, SendWqe, Sge};
+use crate::glue::memory::{KernelPages, KernelVa, PinnedPages};
+use crate::glue::objects::Held;
 use crate::qp_state::{self, attr, QpState, QpType};
 use crate::verbs::ah::{self, Ah, Av};
 use crate::verbs::cq::{self, Cq, CqState};
 use crate::verbs::mcast;
-use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw, UserMem};
+use crate::verbs::mr::{self, Mr, MrKind, MrState, Mw};
 use crate::verbs::qp::{self, After, Caps, Qp, QpQueues};
 use crate::verbs::srq::{self, Srq, SrqState};
 use crate::verbs::{self, Kind};
@@ -136,7 +138,7 @@ pub(super) unsafe extern "C" fn create_cq(
         // zeroed, and never moves it); `inner` is initialised exactly once
         // here and dropped in destroy_cq.
         unsafe {
-            (*p).ib.cqe = state.depth() as i32;
+            (*(*p).ib.as_ptr()).cqe = state.depth() as i32;
             pin_init::raw_init(addr_of_mut!((*p).inner), cq::new_inner(state));
         }
         Ok(())
@@ -161,7 +163,7 @@ pub(super) unsafe extern "C" fn destroy_cq(
     // SAFETY: a CQ create_cq initialised; ib_core destroys it once, with no
     // QP using it (its use count is zero), so nothing else touches `inner`.
     unsafe {
-        let d = dev((*p).ib.device);
+        let d = dev((*(*p).ib.as_ptr()).device);
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Cq);
     }
@@ -418,7 +420,7 @@ pub(super) unsafe extern "C" fn destroy_ah(ibah: *mut b::ib_ah, _flags: u32) -> 
     // SAFETY: an AH create_ah made; the table reads copy under the table
     // lock, so erasing it under that lock ends every use.
     unsafe {
-        let d = dev((*p).ib.device);
+        let d = dev((*(*p).ib.as_ptr()).device);
         d.verbs().ahs.erase((*p).num);
         d.verbs().uncharge(Kind::Ah);
     }
@@ -433,7 +435,7 @@ pub(super) unsafe extern "C" fn query_ah(
 ) -> ffi::c_int {
     let p = ibah.cast::<Ah>();
     // SAFETY: a live AH of ours; `out` is writable.
-    let (d, num) = unsafe { (dev((*p).ib.device), (*p).num) };
+    let (d, num) = unsafe { (dev((*(*p).ib.as_ptr()).device), (*p).num) };
     // SAFETY: AV_OFFSET is the offset of the Av field.
     match unsafe { d.verbs().ahs.read::<Av>(num, ah::AV_OFFSET) } {
         Some(av) => {
@@ -453,7 +455,7 @@ pub(super) unsafe extern "C" fn modify_ah(
 ) -> ffi::c_int {
     let p = ibah.cast::<Ah>();
     // SAFETY: a live AH of ours; a valid attr.
-    let (d, num, a) = unsafe { (dev((*p).ib.device), (*p).num, &*a) };
+    let (d, num, a) = unsafe { (dev((*(*p).ib.as_ptr()).device), (*p).num, &*a) };
     match av_from(a) {
         // SAFETY: AV_OFFSET is the offset of the Av field.
         Ok(av) => errno(unsafe { d.verbs().ahs.write(num, ah::AV_OFFSET, &av) }),
@@ -599,7 +601,7 @@ pub(super) unsafe extern "C" fn destroy_srq(
     // SAFETY: an SRQ create_srq initialised, destroyed once with no QP left
     // on it (ib_core checks the use count).
     unsafe {
-        let d = dev((*p).ib.device);
+        let d = dev((*(*p).ib.as_ptr()).device);
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Srq);
     }
@@ -731,13 +733,16 @@ pub(super) unsafe extern "C" fn create_qp(
             addr_of_mut!((*p).transport).write(transport);
             addr_of_mut!((*p).sig_all).write(init.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR);
             addr_of_mut!((*p).caps).write(caps);
-            addr_of_mut!((*p).send_cq).write(NonNull::new_unchecked(init.send_cq.cast()));
-            addr_of_mut!((*p).recv_cq).write(NonNull::new_unchecked(recv_cq.cast()));
-            addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()));
-            (*p).ib.qp_num = qpn;
+            // ib_core holds a use count on the CQs and the SRQ while the QP
+            // exists.
+            addr_of_mut!((*p).send_cq)
+                .write(Held::new(NonNull::new_unchecked(init.send_cq.cast())));
+            addr_of_mut!((*p).recv_cq).write(Held::new(NonNull::new_unchecked(recv_cq.cast())));
+            addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()).map(|s| Held::new(s)));
+            (*(*p).ib.as_ptr()).qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
             addr_of_mut!((*p).cpu).write(Qp::pick_cpu(qpn));
-            (*p).engine_init();
+            Qp::init_deferred(p);
         }
         init.cap.max_send_wr = caps.max_send_wr;
         init.cap.max_recv_wr = caps.max_recv_wr;
@@ -819,9 +824,27 @@ pub(super) unsafe extern "C" fn modify_qp(
         if !ok {
             return Err(EINVAL);
         }
+        let values = qp::AttrValues {
+            port_num: a.port_num,
+            pkey_index: a.pkey_index,
+            qkey: a.qkey,
+            qp_access_flags: a.qp_access_flags,
+            path_mtu: a.path_mtu,
+            timeout: a.timeout,
+            retry_cnt: a.retry_cnt,
+            rnr_retry: a.rnr_retry,
+            min_rnr_timer: a.min_rnr_timer,
+            sq_psn: a.sq_psn,
+            rq_psn: a.rq_psn,
+            max_rd_atomic: a.max_rd_atomic,
+            max_dest_rd_atomic: a.max_dest_rd_atomic,
+            dest_qp_num: a.dest_qp_num,
+            en_sqd_async_notify: a.en_sqd_async_notify,
+            path_mig_state: a.path_mig_state,
+        };
         qp::apply_attrs(
             &mut s.attrs,
-            a,
+            &values,
             mask & !(attr::AV * u32::from(q.is_iwarp())),
             av,
             d.limits(),
@@ -896,10 +919,12 @@ pub(super) unsafe extern "C" fn query_qp(
         ..Default::default()
     };
     init.cap = a.cap;
-    init.qp_type = q.ib.qp_type;
-    init.send_cq = q.ib.send_cq;
-    init.recv_cq = q.ib.recv_cq;
-    init.srq = q.ib.srq;
+    // SAFETY: a live QP; ib_core set these at creation.
+    let ib = unsafe { &*q.ib.as_ptr() };
+    init.qp_type = ib.qp_type;
+    init.send_cq = ib.send_cq;
+    init.recv_cq = ib.recv_cq;
+    init.srq = ib.srq;
     init.sq_sig_type = if q.sig_all {
         b::ib_sig_type_IB_SIGNAL_ALL_WR
     } else {
@@ -918,13 +943,13 @@ pub(super) unsafe extern "C" fn destroy_qp(
     // SAFETY: a QP create_qp initialised, destroyed once: unpublish it, wait
     // for every lookup to let go, then drop its rings.
     unsafe {
-        let d = dev((*p).ib.device);
-        d.verbs().qps.erase((*p).ib.qp_num);
+        let d = dev((*(*p).ib.as_ptr()).device);
+        d.verbs().qps.erase((*(*p).ib.as_ptr()).qp_num);
         (*p).r.drain();
         // No packet can reach it now; stop its timer and work item.
         (*p).engine_stop();
         // Kernel consumers may destroy a QP still attached to groups.
-        let qpn = (*p).ib.qp_num;
+        let qpn = (*(*p).ib.as_ptr()).qp_num;
         loop {
             // (The lock guard must end before mcast_leave takes it again.)
             let group = d.verbs().mcast.lock().any_group_of(qpn);
@@ -1210,18 +1235,18 @@ fn new_mr(d: &IbDevice, pd: *mut b::ib_pd, mut state: MrState) -> Result<*mut b:
         core::ptr::write_bytes(p, 0, 1);
         Ref::init(addr_of_mut!((*p).r));
         (*p).index = index;
-        (*p).ib.pd = pd;
-        (*p).ib.lkey = key;
-        (*p).ib.rkey = key;
-        (*p).ib.iova = iova;
-        (*p).ib.length = length;
-        (*p).ib.page_size = b::softrnic_page_size() as u32;
+        (*(*p).ib.as_ptr()).pd = pd;
+        (*(*p).ib.as_ptr()).lkey = key;
+        (*(*p).ib.as_ptr()).rkey = key;
+        (*(*p).ib.as_ptr()).iova = iova;
+        (*(*p).ib.as_ptr()).length = length;
+        (*(*p).ib.as_ptr()).page_size = b::softrnic_page_size() as u32;
         pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mr_inner(state));
         // Valid until dereg_mr erases it and drains its references.
         d.verbs().mrs.publish(index, p);
     }
     // SAFETY: `ib` is the first field of Mr.
-    Ok(unsafe { addr_of_mut!((*p).ib) })
+    Ok(unsafe { (*p).ib.as_ptr() })
 }
 
 /// # Safety
@@ -1245,7 +1270,10 @@ pub(super) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: ffi::c_int
             &d,
             pd,
             MrState {
-                kind: MrKind::Dma,
+                // SAFETY: ib_core calls get_dma_mr for kernel consumers only
+                // (uverbs has no such command): the addresses of their work
+                // requests are kernel virtual addresses they own.
+                kind: MrKind::Dma(unsafe { KernelVa::new() }),
                 access,
                 iova: 0,
                 length: u64::MAX,
@@ -1285,7 +1313,7 @@ pub(super) unsafe extern "C" fn reg_user_mr(
         mr::check_access(access)?;
         check_range(start, length, d.limits().max_mr_size)?;
         check_range(virt, length, u64::MAX)?;
-        let umem = UserMem::new(Umem::get(d.ib(), start, length, access)?)?;
+        let umem = PinnedPages::new(Umem::get(d.ib(), start, length, access)?)?;
         new_mr(
             &d,
             pd,
@@ -1339,7 +1367,7 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
             }
             check_range(start, length, d.limits().max_mr_size)?;
             check_range(virt, length, u64::MAX)?;
-            let umem = UserMem::new(Umem::get(d.ib(), start, length, access)?)?;
+            let umem = PinnedPages::new(Umem::get(d.ib(), start, length, access)?)?;
             let old = {
                 let mut s = m.inner.lock();
                 s.iova = virt;
@@ -1376,7 +1404,7 @@ pub(super) unsafe extern "C" fn dereg_mr(
     let p = ibmr.cast::<Mr>();
     // SAFETY: an MR of ours, deregistered once: unpublish, drain, free.
     unsafe {
-        let d = dev((*p).ib.device);
+        let d = dev((*(*p).ib.as_ptr()).device);
         d.verbs().mrs.erase((*p).index);
         (*p).r.drain();
         free_mr(p);
@@ -1401,17 +1429,12 @@ pub(super) unsafe extern "C" fn alloc_mr(
         if max_num_sg == 0 || max_num_sg > d.limits().max_fast_reg_page_list_len {
             return Err(EINVAL);
         }
-        let pages = KVec::with_capacity(max_num_sg as usize, GFP_KERNEL)?;
+        let pages = KernelPages::new(max_num_sg)?;
         new_mr(
             &d,
             pd,
             MrState {
-                kind: MrKind::FastReg {
-                    pages,
-                    max_pages: max_num_sg,
-                    page_size: 0,
-                    offset: 0,
-                },
+                kind: MrKind::FastReg(pages),
                 access: 0,
                 iova: 0,
                 length: 0,
@@ -1434,12 +1457,16 @@ pub(super) unsafe extern "C" fn map_mr_sg(
 ) -> ffi::c_int {
     // SAFETY: an MR of ours.
     let m = unsafe { &*ibmr.cast::<Mr>() };
-    m.inner.lock().clear_pages();
+    if let Ok(p) = m.inner.lock().fast_reg_pages() {
+        p.clear();
+    }
     // SAFETY: valid arguments from ib_map_mr_sg; the callback appends pages.
     let n = unsafe { b::softrnic_map_mr_sg(ibmr, sg, nents, offset) };
     // SAFETY: ib_sg_to_pages set the MR's page size and iova.
     let (size, iova) = unsafe { ((*ibmr).page_size, (*ibmr).iova) };
-    m.inner.lock().set_page_layout(size, iova);
+    if let Ok(p) = m.inner.lock().fast_reg_pages() {
+        p.set_layout(size, iova);
+    }
     n
 }
 
@@ -1448,7 +1475,10 @@ pub(super) unsafe extern "C" fn map_mr_sg(
 extern "C" fn softrnic_mr_set_page(ibmr: *mut b::ib_mr, addr: u64) -> ffi::c_int {
     // SAFETY: called by ib_sg_to_pages within map_mr_sg on our MR.
     let m = unsafe { &*ibmr.cast::<Mr>() };
-    errno(m.inner.lock().push_page(addr))
+    let mut s = m.inner.lock();
+    // SAFETY: ib_sg_to_pages hands us the kernel virtual addresses of the
+    // consumer's pages, which it keeps while it uses the registration.
+    errno(s.fast_reg_pages().and_then(|p| unsafe { p.push(addr) }))
 }
 
 /// # Safety
@@ -1480,7 +1510,7 @@ pub(super) unsafe extern "C" fn alloc_mw(
         unsafe {
             Ref::init(addr_of_mut!((*p).r));
             (*p).index = index;
-            (*p).ib.rkey = rkey;
+            (*(*p).ib.as_ptr()).rkey = rkey;
             pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(rkey));
             d.verbs().mws.publish(index, p);
         }
@@ -1495,7 +1525,7 @@ pub(super) unsafe extern "C" fn dealloc_mw(ibmw: *mut b::ib_mw) -> ffi::c_int {
     let p = ibmw.cast::<Mw>();
     // SAFETY: an MW of ours, deallocated once: unpublish, drain, drop.
     unsafe {
-        let d = dev((*p).ib.device);
+        let d = dev((*(*p).ib.as_ptr()).device);
         d.verbs().mws.erase((*p).index);
         (*p).r.drain();
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));

@@ -2,8 +2,6 @@
 //! Address handles: a RoCEv2 address vector (GRH fields, destination MAC,
 //! IPv4 or IPv6 encapsulation), numbered so UD work requests can name them.
 
-use crate::glue::bindings as b;
-
 /// A resolved RoCEv2 address vector.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub(crate) struct Av {
@@ -26,7 +24,7 @@ pub(crate) fn is_v4_mapped(gid: &[u8; 16]) -> bool {
 
 #[repr(C)]
 pub(crate) struct Ah {
-    pub(crate) ib: b::ib_ah,
+    pub(crate) ib: crate::glue::objects::IbAh,
     /// The number UD WQEs name (0 for kernel-only AHs… all AHs get one).
     pub(crate) num: u32,
     pub(crate) av: Av,

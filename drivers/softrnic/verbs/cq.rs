@@ -9,7 +9,6 @@ use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
 
 use crate::abi::{self, Cqe};
-use crate::glue::bindings as b;
 use crate::glue::events::{self, Event};
 use crate::glue::ring::{Ring, UserCtx};
 
@@ -20,7 +19,7 @@ pub(crate) const NOTIFY_REPORT_MISSED: u32 = 4;
 
 #[repr(C)]
 pub(crate) struct Cq {
-    pub(crate) ib: b::ib_cq,
+    pub(crate) ib: crate::glue::objects::IbCq,
     pub(crate) inner: SpinLockIrq<CqState>,
 }
 

@@ -11,14 +11,14 @@
 use super::mr::{MrKind, MwBinding};
 use super::{DeviceVerbs, MW_INDEX_BASE};
 use crate::abi::{self, SendWqe};
-use crate::glue::bindings as b;
+use crate::glue::access;
 
-const LOCAL_WRITE: u32 = b::ib_access_flags_IB_ACCESS_LOCAL_WRITE;
-const REMOTE_WRITE: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE;
-const REMOTE_READ: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_READ;
-const REMOTE_ATOMIC: u32 = b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
-const MW_BIND: u32 = b::ib_access_flags_IB_ACCESS_MW_BIND;
-const ZERO_BASED: u32 = b::ib_access_flags_IB_ZERO_BASED;
+const LOCAL_WRITE: u32 = access::LOCAL_WRITE;
+const REMOTE_WRITE: u32 = access::REMOTE_WRITE;
+const REMOTE_READ: u32 = access::REMOTE_READ;
+const REMOTE_ATOMIC: u32 = access::REMOTE_ATOMIC;
+const MW_BIND: u32 = access::MW_BIND;
+const ZERO_BASED: u32 = access::ZERO_BASED;
 
 /// Whether a send WQE is a local operation this module executes.
 pub(crate) fn is_local(opcode: u32) -> bool {
@@ -135,7 +135,7 @@ fn local_inv(v: &DeviceVerbs, qp: &OnQp, key: u32) -> Result<(), u8> {
         const ERR: u8 = abi::WC_LOC_QP_OP_ERR;
         let mr = v.mrs.get(index).ok_or(ERR)?;
         let mut m = mr.inner.lock();
-        if !matches!(m.kind, MrKind::FastReg { .. }) || m.key != key || mr.pd() != qp.pd {
+        if !matches!(m.kind, MrKind::FastReg(_)) || m.key != key || mr.pd() != qp.pd {
             return Err(ERR);
         }
         m.valid = false;
@@ -154,7 +154,7 @@ fn reg_mr(v: &DeviceVerbs, qp: &OnQp, w: &SendWqe) -> Result<(), u8> {
         return Err(abi::WC_LOC_PROT_ERR);
     }
     let mut m = mr.inner.lock();
-    let MrKind::FastReg { pages, .. } = &m.kind else {
+    let MrKind::FastReg(pages) = &m.kind else {
         return Err(ERR);
     };
     if m.valid {

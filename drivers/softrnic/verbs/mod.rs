@@ -17,7 +17,6 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
 
-use crate::glue::bindings as b;
 use crate::glue::table::Table;
 use crate::limits::DeviceLimits;
 
@@ -25,7 +24,7 @@ use crate::limits::DeviceLimits;
 /// identity where objects meet).
 #[repr(C)]
 pub(crate) struct Pd {
-    pub(crate) ib: b::ib_pd,
+    pub(crate) ib: crate::glue::objects::IbPd,
 }
 
 /// The kinds of objects counted against the device limits.
@@ -86,40 +85,6 @@ pub(crate) struct DeviceVerbs {
 }
 
 impl DeviceVerbs {
-    /// # Safety
-    /// `this` points to zeroed, pinned memory nothing else uses yet.
-    pub(crate) unsafe fn init(this: *mut DeviceVerbs) {
-        // SAFETY: per the contract; the counts are valid when zeroed.
-        unsafe {
-            Table::init(core::ptr::addr_of_mut!((*this).qps));
-            Table::init(core::ptr::addr_of_mut!((*this).mrs));
-            Table::init(core::ptr::addr_of_mut!((*this).mws));
-            Table::init(core::ptr::addr_of_mut!((*this).ahs));
-            pin_init::raw_init(core::ptr::addr_of_mut!((*this).mcast), mcast::new_groups());
-        }
-    }
-
-    /// # Safety
-    /// The device is being freed: every object is gone.
-    pub(crate) unsafe fn destroy(&self) {
-        // SAFETY: per the contract.
-        unsafe {
-            self.qps.destroy();
-            self.mrs.destroy();
-            self.mws.destroy();
-            self.ahs.destroy();
-            core::ptr::drop_in_place(core::ptr::from_ref(&self.mcast).cast_mut());
-        }
-    }
-
-    /// The address vector of AH number `num` (UD work requests name AHs by
-    /// number).
-    pub(crate) fn ah_av(&self, num: u32) -> Option<ah::Av> {
-        // SAFETY: AV_OFFSET is the offset of the `av` field (a Copy value)
-        // of the AHs the table holds.
-        unsafe { self.ahs.read::<ah::Av>(num, ah::AV_OFFSET) }
-    }
-
     /// Count one more object of `kind`; ENOMEM past the device limit.
     pub(crate) fn charge(&self, kind: Kind, limits: &DeviceLimits) -> Result {
         let max = kind.max(limits);

@@ -3,22 +3,20 @@
 //! machine (rules in `core/qp_state.rs`), the attributes, and flushing: a QP
 //! entering ERR completes every outstanding work request with WR_FLUSH_ERR.
 
-use core::ptr::NonNull;
-
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
-use kernel::types::Opaque;
 
 use super::ah::Av;
 use super::cq::{Cq, Owed};
 use super::srq::Srq;
 use crate::abi::{self, Cqe, RecvWqe, SendWqe, Sge};
 use crate::engine::Engine;
-use crate::glue::bindings as b;
+use crate::glue::access;
 use crate::glue::events::{self, Event};
+use crate::glue::objects::Held;
 use crate::glue::ring::{Pod, Ring, UserCtx};
-use crate::glue::table::{Keyed, Ref};
+use crate::glue::table::Ref;
 use crate::qp_state::{attr, QpState, QpType};
 
 /// The capacities of a QP, as granted (reported back to the creator).
@@ -54,7 +52,7 @@ pub(crate) struct QpAttrs {
 
 #[repr(C)]
 pub(crate) struct Qp {
-    pub(crate) ib: b::ib_qp,
+    pub(crate) ib: crate::glue::objects::IbQp,
     pub(crate) r: Ref,
     pub(crate) ty: QpType,
     pub(crate) user: bool,
@@ -64,29 +62,17 @@ pub(crate) struct Qp {
     pub(crate) caps: Caps,
     /// Set once at creation; ib_core holds a use count on each for the QP's
     /// lifetime (destroying them first fails with EBUSY).
-    pub(crate) send_cq: NonNull<Cq>,
-    pub(crate) recv_cq: NonNull<Cq>,
-    pub(crate) srq: Option<NonNull<Srq>>,
+    pub(crate) send_cq: Held<Cq>,
+    pub(crate) recv_cq: Held<Cq>,
+    pub(crate) srq: Option<Held<Srq>>,
     pub(crate) inner: SpinLockIrq<QpInner>,
     /// The engine's work item (it pumps the QP's packets) and timer
-    /// (retransmission, RNR); set up by `engine_init`.
-    pub(crate) work: Opaque<b::work_struct>,
-    pub(crate) timer: Opaque<b::timer_list>,
+    /// (retransmission, RNR); set up by glue when it creates the QP.
+    pub(crate) work: crate::glue::deferred::Work,
+    pub(crate) timer: crate::glue::deferred::Timer,
     /// The CPU the QP's packets are sent from.
     pub(crate) cpu: u32,
 }
-
-// SAFETY: REF_OFFSET is the offset of the Ref field, initialised in create
-// before the QP enters the QP table and drained in destroy after it leaves.
-unsafe impl Keyed for Qp {
-    const REF_OFFSET: usize = core::mem::offset_of!(Qp, r);
-}
-
-// SAFETY: the CQ and SRQ pointers are only read; every mutable part sits
-// behind the spinlock or is an ib_core field ib_core itself synchronises.
-unsafe impl Sync for Qp {}
-// SAFETY: as above.
-unsafe impl Send for Qp {}
 
 pub(crate) struct QpInner {
     pub(crate) state: QpState,
@@ -204,14 +190,11 @@ fn wc_opcode(wr_opcode: u32) -> u8 {
 
 impl Qp {
     pub(crate) fn send_cq(&self) -> &Cq {
-        // SAFETY: ib_core keeps the CQ alive while the QP exists (it holds a
-        // use count on it; create_qp stored the pointer).
-        unsafe { self.send_cq.as_ref() }
+        self.send_cq.get()
     }
 
     pub(crate) fn recv_cq(&self) -> &Cq {
-        // SAFETY: as in `send_cq`.
-        unsafe { self.recv_cq.as_ref() }
+        self.recv_cq.get()
     }
 
     /// An iWARP QP (its verbs differ: no address vector, created in INIT).
@@ -220,12 +203,11 @@ impl Qp {
     }
 
     pub(crate) fn qpn(&self) -> u32 {
-        self.ib.qp_num
+        self.ib.qp_num()
     }
 
     pub(crate) fn srq_ref(&self) -> Option<&Srq> {
-        // SAFETY: as in `send_cq`: ib_core holds a use count on the SRQ.
-        self.srq.map(|p| unsafe { &*p.as_ptr() })
+        self.srq.as_ref().map(Held::get)
     }
 
     /// A send-queue completion for a WQE of `wr_opcode`.
@@ -247,7 +229,7 @@ impl Qp {
             kernel_qp: if self.user {
                 0
             } else {
-                core::ptr::from_ref(&self.ib) as u64
+                self.ib.as_ptr() as u64
             },
             ..Cqe::default()
         }
@@ -455,11 +437,32 @@ impl Qp {
     }
 }
 
+/// The attribute values of a modify (`struct ib_qp_attr`, read by glue).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct AttrValues {
+    pub(crate) port_num: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) qkey: u32,
+    pub(crate) qp_access_flags: i32,
+    pub(crate) path_mtu: u32,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) sq_psn: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) dest_qp_num: u32,
+    pub(crate) en_sqd_async_notify: u8,
+    pub(crate) path_mig_state: u32,
+}
+
 /// Check and apply the attribute values of a modify (the mask was already
 /// checked against the state machine).  EINVAL for an out-of-range value.
 pub(crate) fn apply_attrs(
     a: &mut QpAttrs,
-    raw: &b::ib_qp_attr,
+    raw: &AttrValues,
     mask: u32,
     av: Option<Av>,
     l: &crate::limits::DeviceLimits,
@@ -478,16 +481,16 @@ pub(crate) fn apply_attrs(
         n.qkey = raw.qkey;
     }
     if mask & attr::ACCESS_FLAGS != 0 {
-        let allowed = b::ib_access_flags_IB_ACCESS_REMOTE_WRITE
-            | b::ib_access_flags_IB_ACCESS_REMOTE_READ
-            | b::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC
-            | b::ib_access_flags_IB_ACCESS_LOCAL_WRITE
-            | b::ib_access_flags_IB_ACCESS_MW_BIND
+        let allowed = access::REMOTE_WRITE
+            | access::REMOTE_READ
+            | access::REMOTE_ATOMIC
+            | access::LOCAL_WRITE
+            | access::MW_BIND
             // Flush rights are accepted (rdma-core sets them on every RC
             // QP it tests); FLUSH requests themselves are not implemented,
             // so an incoming one is dropped as an unknown opcode.
-            | b::ib_access_flags_IB_ACCESS_FLUSH_GLOBAL
-            | b::ib_access_flags_IB_ACCESS_FLUSH_PERSISTENT;
+            | access::FLUSH_GLOBAL
+            | access::FLUSH_PERSISTENT;
         if raw.qp_access_flags as u32 & !allowed != 0 {
             return Err(EINVAL);
         }

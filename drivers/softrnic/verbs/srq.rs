@@ -7,12 +7,11 @@ use kernel::prelude::*;
 use kernel::sync::SpinLockIrq;
 
 use crate::abi::{self, RecvWqe, Sge};
-use crate::glue::bindings as b;
 use crate::glue::ring::{Ring, UserCtx};
 
 #[repr(C)]
 pub(crate) struct Srq {
-    pub(crate) ib: b::ib_srq,
+    pub(crate) ib: crate::glue::objects::IbSrq,
     pub(crate) inner: SpinLockIrq<SrqState>,
 }
 

@@ -74,12 +74,13 @@ impl Outbox {
         let pad = roce_wire::pad_count(payload_len);
         let hlen = hdr.wire_len();
         let total = hlen + payload_len + usize::from(pad) + ICRC_LEN;
-        let Some((skb, buf)) = Skb::alloc(ndev, total, route.ipv4) else {
+        let Some(mut skb) = Skb::alloc(ndev, total, route.ipv4) else {
             dev.counters().bump(Counter::TxErrors);
             return Err(SendFail::NoMemory);
         };
         let mut h = *hdr;
         h.bth.pad_cnt = pad;
+        let buf = skb.body_mut();
         if roce_wire::build(buf, &h).is_err() {
             return Err(SendFail::NoMemory);
         }

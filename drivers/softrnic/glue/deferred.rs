@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A QP's work item (it pumps the QP's packets on the QP's CPU) and timer
+//! (retransmission, RNR), embedded in the QP ib_core allocated.  Glue sets
+//! them up when it creates the QP, before anything can see it; from then on
+//! queueing, arming and stopping are safe, and after `shutdown` queueing
+//! and arming are ignored by the kernel itself (`disable_work_sync`,
+//! `timer_shutdown_sync`), so nothing runs once the QP is gone.
+
+use kernel::types::Opaque;
+
+use super::bindings as b;
+use crate::verbs::qp::Qp;
+
+/// A work item inside a QP.
+#[repr(transparent)]
+pub(crate) struct Work(Opaque<b::work_struct>);
+
+/// A timer inside a QP.
+#[repr(transparent)]
+pub(crate) struct Timer(Opaque<b::timer_list>);
+
+impl Work {
+    /// Queue the work on `cpu` (or anywhere if that CPU is offline).
+    pub(crate) fn queue(&self, cpu: u32) {
+        // SAFETY: set up by `Qp::init_deferred` before the QP was published;
+        // after `shutdown` the kernel ignores this.
+        unsafe { b::softrnic_work_queue(self.0.get(), cpu) }
+    }
+
+    /// Wait until the work, if queued or running, has run to the end
+    /// (process context).
+    pub(crate) fn flush(&self) {
+        // SAFETY: set up, as above.
+        unsafe { b::softrnic_work_flush(self.0.get()) }
+    }
+
+    /// Wait for a running work to end, and ignore any queueing from now on
+    /// (process context).
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: set up, as above.
+        unsafe { b::softrnic_work_disable(self.0.get()) }
+    }
+}
+
+impl Timer {
+    /// (Re)start the timer to fire in `usecs`.
+    pub(crate) fn arm(&self, usecs: u64) {
+        // SAFETY: set up by `Qp::init_deferred`; after `shutdown` the kernel
+        // ignores this.
+        unsafe { b::softrnic_timer_arm(self.0.get(), usecs) }
+    }
+
+    pub(crate) fn stop(&self) {
+        // SAFETY: set up, as above.
+        unsafe { b::softrnic_timer_stop(self.0.get()) }
+    }
+
+    /// Wait for a running callback to end, and ignore any arming from now
+    /// on (process context).
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: set up, as above.
+        unsafe { b::softrnic_timer_shutdown(self.0.get()) }
+    }
+}
+
+/// Run `f` pinned to the current CPU (preemption off), given its number.
+pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
+    // SAFETY: paired with the put below.
+    let cpu = unsafe { b::softrnic_cpu_get() };
+    let r = f(cpu);
+    // SAFETY: undoes the get above.
+    unsafe { b::softrnic_cpu_put() };
+    r
+}
+
+/// The number of CPUs work can be spread over.
+pub(crate) fn cpu_count() -> u32 {
+    // SAFETY: a plain query.
+    unsafe { b::softrnic_cpu_count() }
+}
+
+impl Qp {
+    /// Set up the QP's work item and timer.
+    ///
+    /// # Safety
+    /// `qp` is the QP ib_core allocated, at its final place, not yet
+    /// visible to anything else, its work item and timer not set up yet.
+    pub(crate) unsafe fn init_deferred(qp: *mut Qp) {
+        // SAFETY: per the contract.
+        unsafe {
+            b::softrnic_work_init((*qp).work.0.get(), Some(qp_work));
+            b::softrnic_timer_init((*qp).timer.0.get(), Some(qp_timer));
+        }
+    }
+}
+
+/// The QP's work item: pump.
+unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
+    // SAFETY: `w` is the `work` field of a live QP: destroy shuts the work
+    // down before the QP goes.
+    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
+    qp.pump(true);
+}
+
+/// The QP's timer: a retransmission or RNR timeout.
+unsafe extern "C" fn qp_timer(t: *mut b::timer_list) {
+    // SAFETY: `t` is the `timer` field of a live QP: destroy shuts the timer
+    // down before the QP goes.
+    let qp = unsafe { &*t.byte_sub(core::mem::offset_of!(Qp, timer)).cast::<Qp>() };
+    qp.timeout();
+}

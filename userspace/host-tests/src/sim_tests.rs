@@ -1,7 +1,8 @@
 //! The deterministic simulation (`sim/`): the kernel's RoCE machines, two
 //! endpoints, a hostile link, every service.  Each test prints its seed and
-//! packet count; `SOFTRNIC_SIM_SEED=N` replays one seed, and the `--ignored`
-//! soak runs 100 million packets per service.
+//! packet count; `SOFTRNIC_SIM_SEED=N` (and `SOFTRNIC_SIM_PACKETS=M`)
+//! replays one seed, and the `--ignored` soak runs 100 million packets per
+//! service.
 
 use crate::sim::{self, Config, Faults, Report};
 use crate::transport_rules::Service;
@@ -37,6 +38,10 @@ fn show(name: &str, cfg: &Config, r: &Report) {
 
 /// Run `svc` over each seed, `packets` per seed; the packet total.
 fn run(name: &str, svc: Service, packets: u64, faults: Faults) -> u64 {
+    let packets = match std::env::var("SOFTRNIC_SIM_PACKETS") {
+        Ok(s) => s.parse().expect("SOFTRNIC_SIM_PACKETS: a number"),
+        Err(_) => packets,
+    };
     let mut total = 0;
     for seed in seeds() {
         let mut cfg = Config::new(svc, seed, packets);
@@ -106,7 +111,8 @@ fn sim_soak() {
             show(name, &cfg, &r);
             assert!(
                 r.faults.is_empty(),
-                "soak {name} seed {seed}:\n  {}",
+                "soak {name} seed {seed} (replay: SOFTRNIC_SIM_SEED={seed} \
+                 SOFTRNIC_SIM_PACKETS=5000000 cargo test sim_{name}):\n  {}",
                 r.faults.join("\n  ")
             );
             total += r.packets;

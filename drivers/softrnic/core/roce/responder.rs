@@ -304,12 +304,14 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
         self.len = keep;
     }
 
-    /// Room for a new READ or atomic.  The requester has at most
-    /// max_rd_atomic of them outstanding, this new one included, so with
-    /// `max_rd` answers already queued the oldest of them answers a request
-    /// the requester has completed since (a duplicate it resent during a
-    /// go-back, answered before): drop it.  Refusing the new request
-    /// instead would NAK a well-behaved requester into ERR.
+    /// Room for a READ or atomic answer (a new request, or a duplicate
+    /// after `forget_from`).  The requester has at most max_rd_atomic of
+    /// them outstanding, this one included, and resends from the oldest it
+    /// still waits for; so with `max_rd` answers already queued the oldest
+    /// of them answers a request the requester has completed since (a
+    /// duplicate it resent during a go-back, answered before): drop it.
+    /// Refusing the new request instead would NAK a well-behaved requester
+    /// into ERR.
     fn make_rd_room(&mut self, max_rd: u32) {
         if self.rd_pending < max_rd {
             return;
@@ -704,6 +706,7 @@ impl<R, S: DerefMut<Target = [Response]>> Responder<R, S> {
                     .copied();
                 if let Some((ap, orig, _)) = found {
                     self.forget_from(psn);
+                    self.make_rd_room(p.max_rd);
                     if self.push(Response::Atomic { psn: ap, orig }) {
                         self.rd_pending += 1;
                     }

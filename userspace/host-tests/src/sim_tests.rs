@@ -124,3 +124,141 @@ fn sim_soak() {
         );
     }
 }
+
+/// The completion statuses of the error rules, one scripted exchange each
+/// between two endpoints of the simulation (no random link).
+mod statuses {
+    use crate::roce::wc;
+    use crate::sim::endpoint::{Attrs, Endpoint, Mr, Recv, Wqe};
+    use crate::transport_rules::{MsgOp, Service};
+
+    fn attrs(retry_cnt: u8, rnr_retry: u8) -> Attrs {
+        Attrs {
+            svc: Service::Rc,
+            mtu: 256,
+            timeout: 7,
+            retry_cnt,
+            rnr_retry,
+            min_rnr_timer: 1,
+            max_rd: 4,
+            qkey: 0,
+        }
+    }
+
+    fn pair(retry_cnt: u8, rnr_retry: u8) -> (Endpoint, Endpoint) {
+        let a = Endpoint::new(0x11, 0x22, attrs(retry_cnt, rnr_retry), 8192, 8);
+        let mut b = Endpoint::new(0x22, 0x11, attrs(retry_cnt, rnr_retry), 8192, 8);
+        b.d.mrs.push(Mr {
+            rkey: 0x100,
+            base: 4096,
+            len: 4096,
+            read: true,
+            write: false,
+            atomic: false,
+            valid: true,
+        });
+        (a, b)
+    }
+
+    /// Move packets both ways (none from `a` if `cut`), firing timers when
+    /// nothing is in flight, until `a` has `want` completions.
+    fn exchange(a: &mut Endpoint, b: &mut Endpoint, cut: bool, want: usize) {
+        for _ in 0..10_000 {
+            if a.d.send_cq.len() >= want {
+                return;
+            }
+            a.pump();
+            let from_a = std::mem::take(&mut a.d.outbox);
+            b.pump();
+            let from_b = std::mem::take(&mut b.d.outbox);
+            let quiet = from_a.is_empty() && from_b.is_empty();
+            if !cut {
+                for f in &from_a {
+                    b.receive(f);
+                }
+            }
+            for f in &from_b {
+                a.receive(f);
+            }
+            if quiet {
+                // Nothing in flight: time passes until the next timer.
+                for e in [&mut *a, &mut *b] {
+                    if let Some(t) = e.d.timer {
+                        e.d.now = t;
+                        e.fire_timer();
+                    }
+                }
+            }
+        }
+        panic!("no completion: {:?}", a.d.send_cq);
+    }
+
+    fn wqe(op: MsgOp, rkey: u32, raddr: u64) -> Wqe {
+        Wqe {
+            wr_id: 7,
+            op: Some(op),
+            laddr: 0,
+            len: 64,
+            raddr,
+            rkey,
+            ..Wqe::default()
+        }
+    }
+
+    #[test]
+    fn write_without_the_right_completes_rem_access_err_and_both_qps_err() {
+        let (mut a, mut b) = pair(7, 7);
+        // The MR allows READ only.
+        a.post_send(wqe(MsgOp::Write, 0x100, 4096));
+        exchange(&mut a, &mut b, false, 1);
+        assert_eq!(a.d.send_cq[0].status, wc::REM_ACCESS_ERR);
+        assert!(a.d.error && b.d.error);
+    }
+
+    #[test]
+    fn read_past_the_region_completes_rem_access_err() {
+        let (mut a, mut b) = pair(7, 7);
+        a.post_send(wqe(MsgOp::Read, 0x100, 8192 - 32));
+        exchange(&mut a, &mut b, false, 1);
+        assert_eq!(a.d.send_cq[0].status, wc::REM_ACCESS_ERR);
+    }
+
+    #[test]
+    fn a_dead_link_completes_retry_exc_err_after_retry_cnt_timeouts() {
+        let (mut a, mut b) = pair(3, 7);
+        a.post_send(wqe(MsgOp::Send, 0, 0));
+        exchange(&mut a, &mut b, true, 1);
+        assert_eq!(a.d.send_cq[0].status, wc::RETRY_EXC_ERR);
+        // The first try and three retries, each ended by the ACK timeout.
+        assert_eq!(a.d.counts[crate::roce::Count::AckTimeout as usize], 4);
+    }
+
+    #[test]
+    fn no_receive_completes_rnr_retry_exc_err_after_rnr_retry_naks() {
+        let (mut a, mut b) = pair(7, 2);
+        a.post_send(wqe(MsgOp::Send, 0, 0));
+        exchange(&mut a, &mut b, false, 1);
+        assert_eq!(a.d.send_cq[0].status, wc::RNR_RETRY_EXC_ERR);
+        assert_eq!(b.d.counts[crate::roce::Count::RnrNakSent as usize], 3);
+    }
+
+    #[test]
+    fn a_receive_posted_during_rnr_waits_completes_success() {
+        let (mut a, mut b) = pair(7, 7);
+        a.post_send(wqe(MsgOp::Send, 0, 0));
+        // The first try meets no receive (an RNR NAK), then one is posted.
+        a.pump();
+        for f in std::mem::take(&mut a.d.outbox) {
+            b.receive(&f);
+        }
+        b.d.rq.push_back(Recv {
+            wr_id: 1,
+            addr: 0,
+            len: 4096,
+        });
+        exchange(&mut a, &mut b, false, 1);
+        assert_eq!(a.d.send_cq[0].status, wc::SUCCESS);
+        assert_eq!(b.d.recv_cq.len(), 1);
+        assert_eq!(b.d.recv_cq[0].byte_len, 64);
+    }
+}

@@ -141,19 +141,7 @@ impl SendQueue<'_> {
     /// Store a READ's data or an atomic's result at `offset` of the WQE's
     /// buffers.
     pub(crate) fn store(&self, index: u32, t: &Track, offset: u32, data: &[u8]) -> bool {
-        let mut buf = [Sge::default(); MAX_SGE];
-        let Some(sges) = wqe_sges(self.sq, index, &t.wqe, &mut buf) else {
-            return false;
-        };
-        let pd = self.qp.ib.pd_id();
-        mem::sgl_copy(
-            self.dev.verbs(),
-            pd,
-            sges,
-            u64::from(offset),
-            Data::Store(data),
-        )
-        .is_ok()
+        self.copy(index, &t.wqe, offset, Data::Store(data))
     }
 
     /// Copy `buf.len()` bytes of WQE `index`'s message from `offset` (its
@@ -168,19 +156,17 @@ impl SendQueue<'_> {
                 .read_bytes(index, size_of::<SendWqe>() + offset as usize, buf)
                 .is_some();
         }
+        self.copy(index, w, offset, Data::Load(buf))
+    }
+
+    /// Copy to or from WQE `index`'s SGEs, from byte `offset`.
+    fn copy(&self, index: u32, w: &SendWqe, offset: u32, data: Data<'_>) -> bool {
         let mut sb = [Sge::default(); MAX_SGE];
         let Some(sges) = wqe_sges(self.sq, index, w, &mut sb) else {
             return false;
         };
         let pd = self.qp.ib.pd_id();
-        mem::sgl_copy(
-            self.dev.verbs(),
-            pd,
-            sges,
-            u64::from(offset),
-            Data::Load(buf),
-        )
-        .is_ok()
+        mem::sgl_copy(self.dev.verbs(), pd, sges, u64::from(offset), data).is_ok()
     }
 }
 

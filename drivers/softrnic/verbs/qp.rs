@@ -342,7 +342,7 @@ impl Qp {
                 self.reset_queues(s)
             }
             // The messages already begun finish; SQ_DRAINED once they have
-            // (`Qp::check_drained`).
+            // (the requester machine's `check_drained`).
             QpState::Sqd if cur == QpState::Rts => {
                 s.eng.req.begin_drain();
                 let p =

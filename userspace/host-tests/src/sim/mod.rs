@@ -628,11 +628,7 @@ impl World {
         match w.op {
             Some(MsgOp::Write | MsgOp::WriteImm) if self.cfg.svc == Service::Rc => {
                 // Placed by the time the WRITE completes.
-                let src =
-                    &self.ep[i].d.mem[w.laddr as usize..(w.laddr + u64::from(w.len)) as usize];
-                let dst =
-                    &self.ep[peer].d.mem[w.raddr as usize..(w.raddr + u64::from(w.len)) as usize];
-                if src != dst {
+                if self.bytes(i, w.laddr, w.len) != self.bytes(peer, w.raddr, w.len) {
                     self.fault(format!(
                         "endpoint {i}: wr {}: WRITE of {} bytes not at its target",
                         w.wr_id, w.len
@@ -646,11 +642,7 @@ impl World {
                 );
             }
             Some(MsgOp::Read) => {
-                let want =
-                    &self.ep[peer].d.mem[w.raddr as usize..(w.raddr + u64::from(w.len)) as usize];
-                let got =
-                    &self.ep[i].d.mem[w.laddr as usize..(w.laddr + u64::from(w.len)) as usize];
-                if want != got {
+                if self.bytes(peer, w.raddr, w.len) != self.bytes(i, w.laddr, w.len) {
                     self.fault(format!(
                         "endpoint {i}: wr {}: READ of {} bytes returned other data",
                         w.wr_id, w.len
@@ -669,6 +661,11 @@ impl World {
             }
             _ => {}
         }
+    }
+
+    /// `len` bytes at `addr` of endpoint `i`'s memory.
+    fn bytes(&self, i: usize, addr: u64, len: u32) -> &[u8] {
+        &self.ep[i].d.mem[addr as usize..(addr + u64::from(len)) as usize]
     }
 
     fn check_guard(&mut self, i: usize, from: u64, to: u64, what: &str) {

@@ -146,9 +146,15 @@ impl Qp {
     /// New work for the engine: pump right here if this is the QP's CPU
     /// (a little, with preemption off), else in the work item on that CPU.
     /// Not from hard-IRQ context or with IRQs off (transmission needs BHs).
+    ///
+    /// A UD QP pumps here on any CPU: its messages carry no order a CPU
+    /// change could break, and its address handles are the poster's to
+    /// destroy as soon as the post returns (mckey destroys the AH and the
+    /// QP right after posting; from the work item those sends were lost).
     pub(crate) fn kick(&self) {
+        let ud = self.service() == crate::transport_rules::Service::Ud;
         let done = deferred::on_this_cpu(|cpu| {
-            if cpu == self.cpu {
+            if ud || cpu == self.cpu {
                 self.pump(false);
                 true
             } else {

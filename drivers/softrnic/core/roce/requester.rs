@@ -10,6 +10,7 @@ use core::ops::DerefMut;
 
 use super::{wc, Count, Outcome, SendFail};
 use crate::psn::{self, Psn};
+use crate::roce_wire::{AtomicEth, Bth, Deth, Ext, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
 
 /// RC packets in flight beyond the oldest unacknowledged one.
@@ -77,6 +78,75 @@ pub(crate) struct RequestPacket<'a, W> {
     pub(crate) payload: u32,
     pub(crate) ack_req: bool,
     pub(crate) solicited: bool,
+}
+
+/// What a request's headers carry from its WQE and QP, beyond the
+/// machine's plan: the caller's WQE layout stays the caller's.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct WqeFields {
+    pub(crate) dest_qp: u32,
+    /// UD: the sending QP and the Q_Key to present.
+    pub(crate) src_qp: u32,
+    pub(crate) qkey: u32,
+    /// WRITE, READ and atomics: the target of the whole message.
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    /// An atomic's AtomicETH operands (fetch-add: `compare` unused).
+    pub(crate) swap_add: u64,
+    pub(crate) compare: u64,
+    /// Immediate data (host order) and the rkey a SEND invalidates.
+    pub(crate) imm: u32,
+    pub(crate) inv_rkey: u32,
+}
+
+impl<W> RequestPacket<'_, W> {
+    /// This packet's headers: its opcode's extension headers, filled from
+    /// `f`; `pkey` goes into the BTH.
+    pub(crate) fn headers(&self, pkey: u16, f: &WqeFields) -> Headers {
+        let layout = self.opcode.layout();
+        let mut h = Headers::new(Bth {
+            opcode: self.opcode,
+            solicited: self.solicited,
+            mig_req: false,
+            pad_cnt: 0,
+            pkey,
+            fecn: false,
+            becn: false,
+            dest_qp: f.dest_qp,
+            ack_req: self.ack_req,
+            psn: self.psn,
+        });
+        if layout.has(Ext::Deth) {
+            h.deth = Some(Deth {
+                qkey: f.qkey,
+                src_qp: f.src_qp,
+            });
+        }
+        if layout.has(Ext::Reth) {
+            // A READ retransmitted from the middle asks for the rest.
+            let len = self.track.len;
+            h.reth = Some(Reth {
+                va: f.remote_addr.wrapping_add(u64::from(self.offset)),
+                rkey: f.rkey,
+                dma_len: len - core::cmp::min(self.offset, len),
+            });
+        }
+        if layout.has(Ext::AtomicEth) {
+            h.atomic_eth = Some(AtomicEth {
+                va: f.remote_addr,
+                rkey: f.rkey,
+                swap_add: f.swap_add,
+                compare: f.compare,
+            });
+        }
+        if layout.has(Ext::ImmDt) {
+            h.imm_dt = Some(ImmDt { data: f.imm });
+        }
+        if layout.has(Ext::Ieth) {
+            h.ieth = Some(Ieth { rkey: f.inv_rkey });
+        }
+        h
+    }
 }
 
 /// The I/O a requester (and its completer) asks of the caller.

@@ -4,14 +4,13 @@
 //! the send queue (`engine/sq.rs`) and builds the request packets it plans
 //! (BTH and extension headers from the WQE, payload straight from memory).
 
-use super::packet::{bth, Outbox};
+use super::packet::{Outbox, PKEY};
 use crate::abi::SendWqe;
 use crate::engine::sq::{SendQueue, Track};
 use crate::glue::{IbDevice, NetDevice};
 use crate::qp_state::QpState;
-use crate::roce::requester::{Prepared, RequestPacket, RequesterIo, RequesterParams};
+use crate::roce::requester::{Prepared, RequestPacket, RequesterIo, RequesterParams, WqeFields};
 use crate::roce::{Count, SendFail};
-use crate::roce_wire::{AtomicEth, Deth, Ext, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{MsgOp, Service};
 use crate::verbs::qp::{After, Qp, QpAttrs, QpInner};
 
@@ -148,60 +147,35 @@ fn build_request(
     p: &RequestPacket<'_, SendWqe>,
 ) -> Result<(), SendFail> {
     let (qp, dev) = (q.qp, q.dev);
-    let svc = qp.service();
-    let t = p.track;
-    let w = &t.wqe;
-    let layout = p.opcode.layout();
-    let (route, dest_qp) = if svc == Service::Ud {
-        let av = dev.verbs().ah_av(w.ah_num).ok_or(SendFail::BadMemory)?;
-        (qp.ip_route(&av), w.remote_qpn)
-    } else {
-        let av = attrs.av.as_ref().ok_or(SendFail::NoRoute)?;
-        (qp.ip_route(av), attrs.dest_qpn)
+    let w = &p.track.wqe;
+    let mut f = WqeFields {
+        src_qp: qp.qpn(),
+        remote_addr: w.remote_addr,
+        rkey: w.rkey,
+        imm: u32::from_be(w.ex),
+        inv_rkey: w.ex,
+        ..WqeFields::default()
     };
-    let mut hdr = Headers::new(bth(p.opcode, dest_qp, p.psn));
-    hdr.bth.solicited = p.solicited;
-    hdr.bth.ack_req = p.ack_req;
-    if layout.has(Ext::Deth) {
-        let qkey = if w.remote_qkey & 0x8000_0000 != 0 {
+    (f.swap_add, f.compare) = if p.op == MsgOp::CmpSwap {
+        (w.swap, w.compare_add)
+    } else {
+        (w.compare_add, 0)
+    };
+    let route = if qp.service() == Service::Ud {
+        let av = dev.verbs().ah_av(w.ah_num).ok_or(SendFail::BadMemory)?;
+        f.dest_qp = w.remote_qpn;
+        // A Q_Key with its high bit set means the QP's own.
+        f.qkey = if w.remote_qkey & 0x8000_0000 != 0 {
             attrs.qkey
         } else {
             w.remote_qkey
         };
-        hdr.deth = Some(Deth {
-            qkey,
-            src_qp: qp.qpn(),
-        });
-    }
-    if layout.has(Ext::Reth) {
-        // A READ retransmitted from the middle asks for the rest.
-        hdr.reth = Some(Reth {
-            va: w.remote_addr.wrapping_add(u64::from(p.offset)),
-            rkey: w.rkey,
-            dma_len: t.len - core::cmp::min(p.offset, t.len),
-        });
-    }
-    if layout.has(Ext::AtomicEth) {
-        let (swap_add, compare) = if p.op == MsgOp::CmpSwap {
-            (w.swap, w.compare_add)
-        } else {
-            (w.compare_add, 0)
-        };
-        hdr.atomic_eth = Some(AtomicEth {
-            va: w.remote_addr,
-            rkey: w.rkey,
-            swap_add,
-            compare,
-        });
-    }
-    if layout.has(Ext::ImmDt) {
-        hdr.imm_dt = Some(ImmDt {
-            data: u32::from_be(w.ex),
-        });
-    }
-    if layout.has(Ext::Ieth) {
-        hdr.ieth = Some(Ieth { rkey: w.ex });
-    }
+        qp.ip_route(&av)
+    } else {
+        f.dest_qp = attrs.dest_qpn;
+        qp.ip_route(attrs.av.as_ref().ok_or(SendFail::NoRoute)?)
+    };
+    let hdr = p.headers(PKEY, &f);
     out.build(dev, ndev, &route, &hdr, p.payload as usize, |buf| {
         q.load(p.index, w, p.offset, buf)
     })

@@ -10,15 +10,17 @@ use std::collections::VecDeque;
 use crate::icrc;
 use crate::psn::{self, Psn};
 use crate::roce::requester::{
-    Prepared, RequestPacket, Requester, RequesterIo, RequesterParams, Track, WINDOW,
+    Prepared, RequestPacket, Requester, RequesterIo, RequesterParams, Track, WqeFields, WINDOW,
 };
 use crate::roce::responder::{Access, RecvDone, Responder, ResponderIo, ResponderParams, Response};
 use crate::roce::{wc, Count, Outcome, SendFail};
 use crate::roce_wire::{
-    self, Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Ext, Headers, ImmDt, Opcode, Packet, Reth,
-    Syndrome, CREDITS_INVALID,
+    self, Aeth, AtomicAckEth, Bth, Ext, Headers, Opcode, Packet, Syndrome, CREDITS_INVALID,
 };
 use crate::transport_rules::{MsgOp, Service};
+
+/// The partition both endpoints are in (the default one).
+const PKEY: u16 = crate::limits::DEFAULT_PKEY;
 
 /// Packets one pump may build before they go on the link (the kernel's
 /// outbox batch).
@@ -347,7 +349,7 @@ impl Data {
             solicited: false,
             mig_req: false,
             pad_cnt: 0,
-            pkey: 0xffff,
+            pkey: PKEY,
             fecn: false,
             becn: false,
             dest_qp,
@@ -389,42 +391,25 @@ impl RequesterIo<Wqe> for Data {
 
     fn send(&mut self, p: &RequestPacket<'_, Wqe>) -> Result<(), SendFail> {
         let w = &p.track.wqe;
-        let layout = p.opcode.layout();
-        let dest = if self.attrs.svc == Service::Ud {
-            w.dest_qp
-        } else {
-            self.peer_qpn
-        };
-        let mut hdr = Headers::new(self.bth(p.opcode, dest, p.psn));
-        hdr.bth.solicited = p.solicited;
-        hdr.bth.ack_req = p.ack_req;
-        if layout.has(Ext::Deth) {
-            hdr.deth = Some(Deth {
-                qkey: w.qkey,
-                src_qp: self.qpn,
-            });
-        }
-        if layout.has(Ext::Reth) {
-            hdr.reth = Some(Reth {
-                va: w.raddr.wrapping_add(u64::from(p.offset)),
-                rkey: w.rkey,
-                dma_len: p.track.len - p.offset.min(p.track.len),
-            });
-        }
-        if layout.has(Ext::AtomicEth) {
-            hdr.atomic_eth = Some(AtomicEth {
-                va: w.raddr,
-                rkey: w.rkey,
-                swap_add: w.swap_add,
-                compare: w.compare,
-            });
-        }
-        if layout.has(Ext::ImmDt) {
-            hdr.imm_dt = Some(ImmDt { data: w.imm });
-        }
-        if layout.has(crate::roce_wire::Ext::Ieth) {
+        if p.opcode.layout().has(Ext::Ieth) {
             return Err(SendFail::BadMemory);
         }
+        let f = WqeFields {
+            dest_qp: if self.attrs.svc == Service::Ud {
+                w.dest_qp
+            } else {
+                self.peer_qpn
+            },
+            src_qp: self.qpn,
+            qkey: w.qkey,
+            remote_addr: w.raddr,
+            rkey: w.rkey,
+            swap_add: w.swap_add,
+            compare: w.compare,
+            imm: w.imm,
+            inv_rkey: 0,
+        };
+        let hdr = p.headers(PKEY, &f);
         let r = self
             .range(w.laddr + u64::from(p.offset), u64::from(p.payload))
             .ok_or(SendFail::BadMemory)?;

@@ -28,6 +28,9 @@ mod limits;
 mod qp_state;
 // The RoCEv2 wire rules (sans-IO, host-tested too); not every item is used
 // by the engine.
+#[path = "core/crc.rs"]
+#[allow(dead_code)]
+mod crc;
 #[path = "core/icrc.rs"]
 #[allow(dead_code)]
 mod icrc;

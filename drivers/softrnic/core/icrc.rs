@@ -7,61 +7,9 @@
 //! limit; the UDP checksum; the BTH byte holding FECN, BECN and resv6a.  The
 //! four ICRC bytes follow the payload in little-endian order.
 //!
-//! Sans-IO: `core` only, no allocation; the CRC is incremental so a caller
-//! can feed a packet in pieces (socket buffers, scatter lists).
+//! Sans-IO: `core` only, no allocation (the CRC itself is in `crc.rs`).
 
-/// CRC-32, reflected polynomial 0xEDB88320, one table lookup per byte.
-const TABLE: [u32; 256] = {
-    let mut t = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xEDB8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        t[i] = c;
-        i += 1;
-    }
-    t
-};
-
-/// One CRC-32 step over `bytes` from the running (not inverted) value
-/// `crc`: the recurrence of the kernel's `crc32_le`, so an optimised
-/// implementation can stand in for this one (see `icrc_with`).
-pub(crate) type Update = fn(u32, &[u8]) -> u32;
-
-/// The table-driven `Update`.
-pub(crate) fn table_update(crc: u32, bytes: &[u8]) -> u32 {
-    let mut c = crc;
-    for &b in bytes {
-        c = TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8);
-    }
-    c
-}
-
-/// A running CRC-32.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Crc32(u32);
-
-impl Crc32 {
-    pub(crate) const fn new() -> Crc32 {
-        Crc32(0xFFFF_FFFF)
-    }
-
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
-        self.0 = table_update(self.0, bytes);
-    }
-
-    pub(crate) const fn finish(self) -> u32 {
-        !self.0
-    }
-}
+use crate::crc::{crc32_update, Crc, Update};
 
 /// Bytes of the UDP header and of the BTH.
 const UDP_LEN: usize = 8;
@@ -74,7 +22,7 @@ pub(crate) const ICRC_LEN: usize = 4;
 /// bytes cannot be a RoCEv2 packet (unknown IP version, IPv4 header length
 /// out of range, shorter than IP + UDP + BTH).
 pub(crate) fn icrc(packet: &[u8]) -> Option<u32> {
-    icrc_with(packet, table_update)
+    icrc_with(packet, crc32_update)
 }
 
 /// `icrc` with the CRC steps done by `update`.
@@ -117,18 +65,18 @@ pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
     let mut bth_m = [0u8; BTH_LEN];
     bth_m.copy_from_slice(bth);
     bth_m[4] = 0xFF; // FECN, BECN, resv6a
-    let mut crc = Crc32::new().0;
-    crc = update(crc, &[0xFF; 8]); // the pseudo-LRH
-    crc = update(crc, &ip[..ip_len]);
-    crc = update(crc, &udp_m);
-    crc = update(crc, &bth_m);
-    crc = update(crc, payload);
-    Some(Crc32(crc).finish())
+    let mut crc = Crc::new(update);
+    crc.update(&[0xFF; 8]); // the pseudo-LRH
+    crc.update(&ip[..ip_len]);
+    crc.update(&udp_m);
+    crc.update(&bth_m);
+    crc.update(payload);
+    Some(crc.finish())
 }
 
 /// The trailer bytes for `packet` (see `icrc`).
 pub(crate) fn trailer(packet: &[u8]) -> Option<[u8; ICRC_LEN]> {
-    trailer_with(packet, table_update)
+    trailer_with(packet, crc32_update)
 }
 
 /// `trailer` with the CRC steps done by `update`.
@@ -138,7 +86,7 @@ pub(crate) fn trailer_with(packet: &[u8], update: Update) -> Option<[u8; ICRC_LE
 
 /// Whether `packet` (IP header through the ICRC trailer) carries a valid ICRC.
 pub(crate) fn check(packet: &[u8]) -> bool {
-    check_with(packet, table_update)
+    check_with(packet, crc32_update)
 }
 
 /// `check` with the CRC steps done by `update`.

@@ -198,7 +198,7 @@ extern "C" fn softrnic_roce_drop(ib: *mut b::ib_device) {
 }
 
 /// One step of the ICRC's CRC-32 by the kernel's optimised `crc32_le`
-/// (the same recurrence as `icrc::table_update`).
+/// (the same recurrence as `crc::crc32_update`).
 pub(crate) fn crc32_le(crc: u32, bytes: &[u8]) -> u32 {
     // SAFETY: reads `bytes.len()` bytes of a live slice.
     unsafe { b::softrnic_crc32_le(crc, bytes.as_ptr(), bytes.len()) }

@@ -3,7 +3,8 @@
 //! RC SEND and ACK, UD SEND over IPv4, RC SEND and ACK over IPv6 link-local
 //! GIDs), and the masking rules of IBTA Annex A17.3.3.
 
-use crate::icrc::{check, icrc, trailer, Crc32, ICRC_LEN};
+use crate::crc::{crc32, crc32_update, crc32c, crc32c_update, Crc};
+use crate::icrc::{check, icrc, trailer, ICRC_LEN};
 
 /// IP header through ICRC, as captured.
 const RXE_PACKETS: [&str; 5] = [
@@ -38,14 +39,26 @@ fn bytes(hex: &str) -> Vec<u8> {
 
 #[test]
 fn crc32_matches_the_ieee_check_value() {
-    let mut c = Crc32::new();
-    c.update(b"123456789");
-    assert_eq!(c.finish(), 0xCBF4_3926);
+    assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
     // Incremental feeding gives the same value.
-    let mut d = Crc32::new();
+    let mut d = Crc::new(crc32_update);
     d.update(b"1234");
     d.update(b"56789");
     assert_eq!(d.finish(), 0xCBF4_3926);
+}
+
+#[test]
+fn crc32c_matches_the_castagnoli_check_values() {
+    assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+    // RFC 3720 appendix B.4: 32 bytes of zeros, of ones, ascending.
+    assert_eq!(crc32c(&[0u8; 32]), 0x8A91_36AA);
+    assert_eq!(crc32c(&[0xFFu8; 32]), 0x62A8_AB43);
+    let up: Vec<u8> = (0u8..32).collect();
+    assert_eq!(crc32c(&up), 0x46DD_794E);
+    let mut d = Crc::new(crc32c_update);
+    d.update(&up[..5]);
+    d.update(&up[5..]);
+    assert_eq!(d.finish(), 0x46DD_794E);
 }
 
 #[test]

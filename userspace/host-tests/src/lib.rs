@@ -9,6 +9,10 @@ pub(crate) mod limits;
 #[allow(dead_code)]
 pub(crate) mod qp_state;
 
+#[path = "../../../drivers/softrnic/core/crc.rs"]
+#[allow(dead_code)]
+pub(crate) mod crc;
+
 #[path = "../../../drivers/softrnic/core/icrc.rs"]
 #[allow(dead_code)]
 pub(crate) mod icrc;

@@ -40,6 +40,10 @@ mod psn;
 #[path = "core/roce_wire.rs"]
 #[allow(dead_code)]
 mod roce_wire;
+// iWARP's wire formats and connection setup rules (sans-IO).
+#[path = "core/iwarp/mod.rs"]
+#[allow(dead_code)]
+mod iwarp;
 // The RoCEv2 protocol machines (sans-IO, run by the host simulation too).
 #[path = "core/roce/mod.rs"]
 #[allow(dead_code)]

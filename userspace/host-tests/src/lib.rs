@@ -29,6 +29,10 @@ pub(crate) mod roce_wire;
 #[allow(dead_code)]
 pub(crate) mod transport_rules;
 
+#[path = "../../../drivers/softrnic/core/iwarp/mod.rs"]
+#[allow(dead_code)]
+pub(crate) mod iwarp;
+
 #[path = "../../../drivers/softrnic/core/roce/mod.rs"]
 #[allow(dead_code)]
 pub(crate) mod roce;
@@ -40,6 +44,10 @@ pub(crate) mod sim;
 mod abi_tests;
 #[cfg(test)]
 mod icrc_tests;
+#[cfg(test)]
+mod iwarp_fpdu_tests;
+#[cfg(test)]
+mod iwarp_mpa_tests;
 #[cfg(test)]
 mod psn_tests;
 #[cfg(test)]

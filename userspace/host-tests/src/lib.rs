@@ -49,6 +49,8 @@ mod iwarp_fpdu_tests;
 #[cfg(test)]
 mod iwarp_mpa_tests;
 #[cfg(test)]
+mod iwarp_rx_tests;
+#[cfg(test)]
 mod psn_tests;
 #[cfg(test)]
 mod qp_state_tests;

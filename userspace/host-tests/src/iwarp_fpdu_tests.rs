@@ -267,3 +267,54 @@ fn random_bytes_never_panic() {
     }
     assert!(parsed > 0);
 }
+
+#[test]
+fn messages_are_cut_into_aligned_segments() {
+    // siw's figures for a 1448-byte MSS (rounded to 1448): 1424 bytes of
+    // SEND payload a segment, 1428 of WRITE payload.
+    assert_eq!(max_payload(Opcode::Send, 1448), 1424);
+    assert_eq!(max_payload(Opcode::Write, 1448), 1428);
+    assert_eq!(max_payload(Opcode::Write, 10), 4);
+    let first = Header {
+        opcode: Opcode::Write,
+        last: true,
+        place: Placement::Tagged { stag: 5, to: 1000 },
+        rdmap: RdmapHeader::None,
+    };
+    let segs: Vec<Segment> = Segments::new(first, 3000, 1448).collect();
+    assert_eq!(
+        segs.iter()
+            .map(|s| (s.offset, s.len, s.hdr.last))
+            .collect::<Vec<_>>(),
+        [(0, 1428, false), (1428, 1428, false), (2856, 144, true)]
+    );
+    assert_eq!(segs[2].hdr.place, Placement::Tagged { stag: 5, to: 3856 });
+    for s in &segs[..2] {
+        // No pad inside a message.
+        assert_eq!(pad_len(TAGGED_LEN + s.len as usize), 0);
+    }
+    let send = Header {
+        opcode: Opcode::Send,
+        last: true,
+        place: Placement::Untagged {
+            qn: 0,
+            msn: 4,
+            mo: 0,
+            inv_stag: 0,
+        },
+        rdmap: RdmapHeader::None,
+    };
+    let segs: Vec<Segment> = Segments::new(send, 0, 1448).collect();
+    assert_eq!(segs.len(), 1);
+    assert!(segs[0].hdr.last && segs[0].len == 0);
+    let segs: Vec<Segment> = Segments::new(send, 2848, 1448).collect();
+    assert_eq!(segs.len(), 2);
+    assert!(matches!(
+        segs[1].hdr.place,
+        Placement::Untagged {
+            msn: 4,
+            mo: 1424,
+            ..
+        }
+    ));
+}

@@ -582,3 +582,101 @@ pub(crate) fn build_header(
     }
     Ok(header_len)
 }
+
+/// The payload one FPDU of `opcode` carries at most when FPDUs are kept
+/// to `max_fpdu` bytes (RFC 5044's MULPDU from the TCP segment size): a
+/// multiple of 4, so that every segment but the last needs no pad.
+pub(crate) const fn max_payload(opcode: Opcode, max_fpdu: usize) -> usize {
+    let ddp = if opcode.tagged() {
+        TAGGED_LEN
+    } else {
+        UNTAGGED_LEN
+    };
+    let overhead = LEN_FIELD + ddp + opcode.rdmap_header_len() + CRC_LEN;
+    let room = if max_fpdu > overhead {
+        max_fpdu - overhead
+    } else {
+        0
+    };
+    // At least 4 bytes a segment, so a message always progresses.
+    let p = room & !3;
+    if p == 0 {
+        4
+    } else {
+        p
+    }
+}
+
+/// One DDP segment of a message: its headers, and which bytes of the
+/// message's payload it carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    pub(crate) hdr: Header,
+    pub(crate) offset: u32,
+    pub(crate) len: u32,
+}
+
+/// The segments of a message of `len` payload bytes, in order.  `first`
+/// is the first segment's header (tagged: the TO of byte 0; untagged: MO
+/// 0); later ones advance the TO or MO, and only the last has L set.  A
+/// zero-length message is one segment.
+pub(crate) struct Segments {
+    first: Header,
+    len: u32,
+    max: u32,
+    next: u32,
+    done: bool,
+}
+
+impl Segments {
+    pub(crate) fn new(first: Header, len: u32, max_fpdu: usize) -> Segments {
+        let max = u32::try_from(max_payload(first.opcode, max_fpdu)).unwrap_or(u32::MAX);
+        Segments {
+            first,
+            len,
+            max,
+            next: 0,
+            done: false,
+        }
+    }
+}
+
+impl Iterator for Segments {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        if self.done {
+            return None;
+        }
+        let offset = self.next;
+        let len = core::cmp::min(self.max, self.len - offset);
+        self.next = offset + len;
+        self.done = self.next == self.len;
+        let place = match self.first.place {
+            Placement::Tagged { stag, to } => Placement::Tagged {
+                stag,
+                to: to.wrapping_add(u64::from(offset)),
+            },
+            Placement::Untagged {
+                qn,
+                msn,
+                mo,
+                inv_stag,
+            } => Placement::Untagged {
+                qn,
+                msn,
+                mo: mo.wrapping_add(offset),
+                inv_stag,
+            },
+        };
+        Some(Segment {
+            hdr: Header {
+                last: self.done,
+                place,
+                ..self.first
+            },
+            offset,
+            len,
+        })
+    }
+}

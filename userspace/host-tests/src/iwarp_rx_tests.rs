@@ -8,7 +8,7 @@ use crate::iwarp::fpdu::*;
 use crate::iwarp::rx::{Fault, Receiver, Sink};
 
 /// Bytes of one FPDU: headers, payload, pad, CRC (zeros without CRC).
-fn fpdu(h: &Header, payload: &[u8], crc_on: bool) -> Vec<u8> {
+pub(crate) fn fpdu(h: &Header, payload: &[u8], crc_on: bool) -> Vec<u8> {
     let mut buf = [0u8; MAX_HEADER];
     let n = build_header(&mut buf, h, payload.len()).unwrap();
     let mut v = buf[..n].to_vec();

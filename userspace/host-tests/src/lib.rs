@@ -47,6 +47,8 @@ mod icrc_tests;
 #[cfg(test)]
 mod iwarp_fpdu_tests;
 #[cfg(test)]
+mod iwarp_inbound_tests;
+#[cfg(test)]
 mod iwarp_mpa_tests;
 #[cfg(test)]
 mod iwarp_rx_tests;

@@ -593,11 +593,7 @@ pub(crate) const fn max_payload(opcode: Opcode, max_fpdu: usize) -> usize {
         UNTAGGED_LEN
     };
     let overhead = LEN_FIELD + ddp + opcode.rdmap_header_len() + CRC_LEN;
-    let room = if max_fpdu > overhead {
-        max_fpdu - overhead
-    } else {
-        0
-    };
+    let room = max_fpdu.saturating_sub(overhead);
     // At least 4 bytes a segment, so a message always progresses.
     let p = room & !3;
     if p == 0 {

@@ -51,6 +51,8 @@ mod iwarp_inbound_tests;
 #[cfg(test)]
 mod iwarp_mpa_tests;
 #[cfg(test)]
+mod iwarp_outbound_tests;
+#[cfg(test)]
 mod iwarp_rx_tests;
 #[cfg(test)]
 mod psn_tests;

@@ -626,13 +626,19 @@ pub(crate) struct Segments {
 
 impl Segments {
     pub(crate) fn new(first: Header, len: u32, max_fpdu: usize) -> Segments {
+        Segments::resume(first, len, max_fpdu, 0)
+    }
+
+    /// The segments from payload byte `offset` on (the end of a segment
+    /// an earlier `Segments` of the same message gave).
+    pub(crate) fn resume(first: Header, len: u32, max_fpdu: usize, offset: u32) -> Segments {
         let max = u32::try_from(max_payload(first.opcode, max_fpdu)).unwrap_or(u32::MAX);
         Segments {
             first,
             len,
             max,
-            next: 0,
-            done: false,
+            next: offset.min(len),
+            done: offset > len || (offset == len && len > 0),
         }
     }
 }

@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What goes out on an iWARP stream: send-queue WQEs become RDMAP
+//! messages (RFC 5040, RFC 7306 where both ends have it), cut into FPDU
+//! segments (`fpdu::Segments`), with the answers to the peer's READ and
+//! atomic requests put first.  Sans-IO: the caller owns the send queue,
+//! the memory the payload comes from and the TCP socket; the machine keeps
+//! the MSNs, the ORD, the fences, and where a message stopped when the
+//! socket was full.
+//!
+//! TCP delivers what it accepts, so a SEND or WRITE is complete once its
+//! last segment is handed over; a READ or atomic once its answer is back
+//! (`read_answered`).  Completions are reported in the send queue's order.
+
+use super::fpdu::{
+    AtomicOp, AtomicRequest, AtomicResponse, Header, Opcode, Placement, RdmapHeader, ReadRequest,
+    Segment, Segments, IMMEDIATE_LEN,
+};
+use crate::roce::wc;
+use crate::transport_rules::MsgOp;
+
+/// A send WQE as the caller read and checked it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct OutWqe {
+    /// `None`: a local operation (bind, invalidate, fast-register).
+    pub(crate) op: Option<MsgOp>,
+    pub(crate) len: u32,
+    pub(crate) fence: bool,
+    pub(crate) solicited: bool,
+    /// Non-zero: the WQE failed its checks with this completion status.
+    pub(crate) error: u8,
+    /// WRITE, READ source, atomics: the peer's buffer.
+    pub(crate) remote_stag: u32,
+    pub(crate) remote_to: u64,
+    /// READ: the local buffer the responses fill (one STag: a tagged sink).
+    pub(crate) sink_stag: u32,
+    pub(crate) sink_to: u64,
+    /// SEND with invalidate: the STag; WRITE with immediate: the data.
+    pub(crate) inv_stag: u32,
+    pub(crate) imm: u32,
+    /// Atomics: the operands as the verbs name them.
+    pub(crate) compare_add: u64,
+    pub(crate) swap: u64,
+}
+
+/// An answer owed to the peer, in the order its requests came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// READ response: the bytes of `src` go to the peer's sink.
+    Read(ReadRequest),
+    /// The atomic's result, computed by the caller when it accepted it.
+    Atomic(AtomicResponse),
+}
+
+/// Where a segment's payload comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// Bytes `offset..offset + len` of the WQE in this send queue slot.
+    Wqe(u32),
+    /// Local memory: `len` bytes at `to + offset` of the buffer `stag`
+    /// (a READ response).
+    Local { stag: u32, to: u64 },
+    /// No payload.
+    None,
+}
+
+/// The caller's answer when a segment cannot go out now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EmitFail {
+    /// The socket takes no more now: come back when it has room.
+    Full,
+    /// The payload's memory is gone or not allowed (fails the WQE; for a
+    /// READ response, the stream).
+    BadMemory,
+}
+
+/// The caller's side of the outbound stream.
+pub(crate) trait OutboundIo {
+    fn producer(&mut self) -> u32;
+    fn slots(&self) -> u32;
+    /// Read and check the WQE in slot `index`.
+    fn prepare(&mut self, index: u32) -> Option<OutWqe>;
+    /// Run a local operation; its completion status.
+    fn run_local(&mut self, index: u32) -> u8;
+    /// Queue one FPDU: the segment's headers, its payload from `src`.
+    fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail>;
+    /// The WQE in slot `index` (the head) is done with `status`.
+    fn complete(&mut self, index: u32, status: u8);
+    /// The oldest answer owed to the peer, if any (not yet taken).
+    fn next_answer(&mut self) -> Option<Answer>;
+    /// That answer went out whole.
+    fn answered(&mut self);
+}
+
+/// Settings of the stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OutboundParams {
+    /// The largest FPDU (from the TCP segment size).
+    pub(crate) max_fpdu: usize,
+    /// READ and atomic requests in flight at once (ORD, at least 1).
+    pub(crate) ord: u32,
+    /// RFC 7306 immediate data and atomics: only between softrnic ends.
+    pub(crate) extensions: bool,
+    /// New messages may start (RTS).
+    pub(crate) sending: bool,
+}
+
+/// A message partly handed to the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct InProgress {
+    /// The send queue slot, or `None` for an answer.
+    index: Option<u32>,
+    first: Header,
+    len: u32,
+    /// Payload bytes already out.
+    offset: u32,
+    src: Source,
+    /// WRITE with immediate: the immediate message follows the WRITE.
+    then_immediate: Option<[u8; IMMEDIATE_LEN]>,
+}
+
+/// Per-slot progress of the send queue (the caller's storage).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) wqe: OutWqe,
+    /// Out whole (READ/atomic: the request is out).
+    pub(crate) sent: bool,
+    /// Done, awaiting its turn at the head.
+    pub(crate) done: bool,
+    pub(crate) status: u8,
+}
+
+/// The outbound state of one stream.
+pub(crate) struct Outbound<S> {
+    slots: S,
+    /// The oldest WQE not yet completed, and the next to start.
+    head: u32,
+    next: u32,
+    /// The next MSN on queues 0, 1 and 3 (2, TERMINATE, is always 1).
+    msn: [u32; 4],
+    /// READ and atomic requests out and not answered.
+    reads_out: u32,
+    cur: Option<InProgress>,
+    /// Requests counted for atomics' request identifiers.
+    atomic_id: u32,
+}
+
+impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
+    /// An outbound machine with `slots` as its per-slot storage (a power of
+    /// two no smaller than the send queue).
+    pub(crate) fn new(slots: S) -> Self {
+        Outbound {
+            slots,
+            head: 0,
+            next: 0,
+            msn: [1; 4],
+            reads_out: 0,
+            cur: None,
+            atomic_id: 0,
+        }
+    }
+
+    fn slot(&mut self, index: u32) -> &mut Slot {
+        let n = self.slots.len();
+        &mut self.slots[index as usize & n.wrapping_sub(1)]
+    }
+
+    /// READ and atomic requests out and unanswered.
+    pub(crate) const fn reads_out(&self) -> u32 {
+        self.reads_out
+    }
+
+    /// The oldest unanswered READ or atomic request's slot.
+    fn oldest_read(&mut self) -> Option<u32> {
+        let mut i = self.head;
+        while i != self.next {
+            let s = *self.slot(i);
+            if s.sent && !s.done && is_read_or_atomic(s.wqe.op) {
+                return Some(i);
+            }
+            i = i.wrapping_add(1);
+        }
+        None
+    }
+
+    /// The READ awaiting responses (for `inbound`'s checks).
+    pub(crate) fn read_awaited(&mut self) -> Option<(u32, OutWqe)> {
+        let i = self.oldest_read()?;
+        Some((i, self.slot(i).wqe))
+    }
+
+    /// The answer to the oldest READ or atomic request arrived.
+    pub(crate) fn read_answered(&mut self, io: &mut impl OutboundIo) -> bool {
+        let Some(i) = self.oldest_read() else {
+            return false;
+        };
+        let s = self.slot(i);
+        s.done = true;
+        s.status = wc::SUCCESS;
+        self.reads_out = self.reads_out.saturating_sub(1);
+        self.retire(io);
+        true
+    }
+
+    /// Complete done WQEs from the head, in order.
+    fn retire(&mut self, io: &mut impl OutboundIo) {
+        while self.head != self.next {
+            let h = self.head;
+            let s = *self.slot(h);
+            if !s.done {
+                break;
+            }
+            io.complete(h, s.status);
+            self.head = h.wrapping_add(1);
+        }
+    }
+
+    fn next_msn(&mut self, qn: usize) -> u32 {
+        let m = self.msn[qn];
+        self.msn[qn] = m.wrapping_add(1);
+        m
+    }
+
+    fn untagged(&mut self, opcode: Opcode, inv_stag: u32, rdmap: RdmapHeader) -> Header {
+        let qn = opcode.queue().unwrap_or(0);
+        Header {
+            opcode,
+            last: true,
+            place: Placement::Untagged {
+                qn,
+                msn: self.next_msn(qn as usize),
+                mo: 0,
+                inv_stag,
+            },
+            rdmap,
+        }
+    }
+
+    /// The message for WQE `w` (an operation `supported` allows).
+    fn message(&mut self, index: u32, w: &OutWqe) -> InProgress {
+        let op = w.op.unwrap_or(MsgOp::Send);
+        let tagged = |stag, to| Header {
+            opcode: Opcode::Write,
+            last: true,
+            place: Placement::Tagged { stag, to },
+            rdmap: RdmapHeader::None,
+        };
+        let mut m = InProgress {
+            index: Some(index),
+            first: tagged(w.remote_stag, w.remote_to),
+            len: w.len,
+            offset: 0,
+            src: Source::Wqe(index),
+            then_immediate: None,
+        };
+        match op {
+            MsgOp::Send | MsgOp::SendInv => {
+                let opcode = match (op == MsgOp::SendInv, w.solicited) {
+                    (false, false) => Opcode::Send,
+                    (false, true) => Opcode::SendSolicited,
+                    (true, false) => Opcode::SendInvalidate,
+                    (true, true) => Opcode::SendSolicitedInvalidate,
+                };
+                m.first = self.untagged(opcode, w.inv_stag, RdmapHeader::None);
+            }
+            MsgOp::Write => {}
+            MsgOp::WriteImm => {
+                m.then_immediate = Some(imm_bytes(w.imm));
+            }
+            MsgOp::Read => {
+                m.first = self.untagged(
+                    Opcode::ReadRequest,
+                    0,
+                    RdmapHeader::ReadRequest(ReadRequest {
+                        sink_stag: w.sink_stag,
+                        sink_to: w.sink_to,
+                        len: w.len,
+                        src_stag: w.remote_stag,
+                        src_to: w.remote_to,
+                    }),
+                );
+                m.len = 0;
+                m.src = Source::None;
+            }
+            MsgOp::CmpSwap | MsgOp::FetchAdd => {
+                self.atomic_id = self.atomic_id.wrapping_add(1);
+                let (op, add_swap, compare) = if op == MsgOp::CmpSwap {
+                    (AtomicOp::CompareSwap, w.swap, w.compare_add)
+                } else {
+                    (AtomicOp::FetchAdd, w.compare_add, 0)
+                };
+                m.first = self.untagged(
+                    Opcode::AtomicRequest,
+                    0,
+                    RdmapHeader::AtomicRequest(AtomicRequest {
+                        op,
+                        req_id: self.atomic_id,
+                        stag: w.remote_stag,
+                        to: w.remote_to,
+                        add_swap,
+                        add_swap_mask: u64::MAX,
+                        compare,
+                        compare_mask: u64::MAX,
+                    }),
+                );
+                m.len = 0;
+                m.src = Source::None;
+            }
+            // (Refused by `supported`.)
+            MsgOp::SendImm => {}
+        }
+        m
+    }
+
+    /// Push `m` out from where it stopped, to its end.
+    fn push(
+        &mut self,
+        p: &OutboundParams,
+        io: &mut impl OutboundIo,
+        m: &mut InProgress,
+    ) -> Result<(), EmitFail> {
+        loop {
+            let Some(seg) = Segments::resume(m.first, m.len, p.max_fpdu, m.offset).next() else {
+                return Ok(());
+            };
+            io.emit(&seg, m.src)?;
+            m.offset = seg.offset + seg.len;
+            if !seg.hdr.last {
+                continue;
+            }
+            let Some(d) = m.then_immediate.take() else {
+                return Ok(());
+            };
+            // The immediate data message follows its WRITE.
+            let opcode = if self.slot_solicited(m.index) {
+                Opcode::ImmediateSolicited
+            } else {
+                Opcode::Immediate
+            };
+            m.first = self.untagged(opcode, 0, RdmapHeader::Immediate(d));
+            m.len = 0;
+            m.offset = 0;
+            m.src = Source::None;
+        }
+    }
+
+    fn slot_solicited(&mut self, index: Option<u32>) -> bool {
+        index.is_some_and(|i| self.slot(i).wqe.solicited)
+    }
+
+    /// Hand the socket what may go out now: answers first, then the send
+    /// queue in order, as far as the ORD, the fences and the socket allow.
+    pub(crate) fn emit(&mut self, p: &OutboundParams, io: &mut impl OutboundIo) -> Outcome {
+        let mut out = Outcome::default();
+        let prod = io.producer();
+        if prod.wrapping_sub(self.head) > io.slots() {
+            // More WQEs than slots: the ring is corrupt.
+            out.fatal = true;
+            return out;
+        }
+        loop {
+            // Finish what the socket stopped.
+            if let Some(mut m) = self.cur.take() {
+                match self.push(p, io, &mut m) {
+                    Ok(()) => self.finished(io, &m),
+                    Err(EmitFail::Full) => {
+                        self.cur = Some(m);
+                        return out;
+                    }
+                    Err(EmitFail::BadMemory) => {
+                        if !self.failed(io, &m, &mut out) {
+                            return out;
+                        }
+                    }
+                }
+                continue;
+            }
+            if let Some(a) = io.next_answer() {
+                self.cur = Some(self.answer(a));
+                continue;
+            }
+            if !p.sending || self.next == prod {
+                return out;
+            }
+            let index = self.next;
+            let Some(w) = io.prepare(index) else {
+                return out;
+            };
+            // Local operations and WQEs that fail their checks complete in
+            // order: once everything before them has.
+            let at_head_only = w.op.is_none() || w.error != 0 || !supported(p, w.op);
+            if at_head_only && index != self.head {
+                return out;
+            }
+            if !at_head_only {
+                if w.fence && self.reads_out > 0 {
+                    return out;
+                }
+                if is_read_or_atomic(w.op) && self.reads_out >= p.ord.max(1) {
+                    return out;
+                }
+            }
+            *self.slot(index) = Slot {
+                wqe: w,
+                ..Slot::default()
+            };
+            self.next = index.wrapping_add(1);
+            if !at_head_only {
+                self.cur = Some(self.message(index, &w));
+                continue;
+            }
+            let status = if w.error != 0 {
+                w.error
+            } else if w.op.is_some() {
+                wc::LOC_QP_OP_ERR
+            } else {
+                io.run_local(index)
+            };
+            let sl = self.slot(index);
+            sl.done = true;
+            sl.status = status;
+            self.retire(io);
+            if status != wc::SUCCESS {
+                out.error = true;
+                return out;
+            }
+        }
+    }
+
+    fn answer(&mut self, a: Answer) -> InProgress {
+        match a {
+            Answer::Read(r) => InProgress {
+                index: None,
+                first: Header {
+                    opcode: Opcode::ReadResponse,
+                    last: true,
+                    place: Placement::Tagged {
+                        stag: r.sink_stag,
+                        to: r.sink_to,
+                    },
+                    rdmap: RdmapHeader::None,
+                },
+                len: r.len,
+                offset: 0,
+                src: Source::Local {
+                    stag: r.src_stag,
+                    to: r.src_to,
+                },
+                then_immediate: None,
+            },
+            Answer::Atomic(resp) => InProgress {
+                index: None,
+                first: self.untagged(Opcode::AtomicResponse, 0, RdmapHeader::AtomicResponse(resp)),
+                len: 0,
+                offset: 0,
+                src: Source::None,
+                then_immediate: None,
+            },
+        }
+    }
+
+    /// `m` is all out.
+    fn finished(&mut self, io: &mut impl OutboundIo, m: &InProgress) {
+        let Some(index) = m.index else {
+            io.answered();
+            return;
+        };
+        let s = self.slot(index);
+        s.sent = true;
+        if is_read_or_atomic(s.wqe.op) {
+            self.reads_out += 1;
+        } else {
+            s.done = true;
+            s.status = wc::SUCCESS;
+            self.retire(io);
+        }
+    }
+
+    /// The payload of `m` could not be read; whether to go on.
+    fn failed(&mut self, io: &mut impl OutboundIo, m: &InProgress, out: &mut Outcome) -> bool {
+        match m.index {
+            // A READ response from memory the peer may no longer read:
+            // the stream ends (the caller sends TERMINATE).
+            None => {
+                out.fatal = true;
+                false
+            }
+            Some(index) if m.offset == 0 => {
+                let s = self.slot(index);
+                s.done = true;
+                s.status = wc::LOC_PROT_ERR;
+                self.retire(io);
+                out.error = true;
+                false
+            }
+            // Part of the message is out already: the stream cannot
+            // continue it.
+            Some(_) => {
+                out.fatal = true;
+                false
+            }
+        }
+    }
+}
+
+/// What a step left to the caller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// A WQE completed in error: the QP goes to ERR (flushing the rest).
+    pub(crate) error: bool,
+    /// The stream cannot go on: TERMINATE and close.
+    pub(crate) fatal: bool,
+}
+
+/// Whether an iWARP stream can carry `op`: SEND with immediate has no
+/// RDMAP message; WRITE with immediate and atomics need RFC 7306 at both
+/// ends.
+fn supported(p: &OutboundParams, op: Option<MsgOp>) -> bool {
+    match op {
+        Some(MsgOp::SendImm) => false,
+        Some(MsgOp::WriteImm | MsgOp::CmpSwap | MsgOp::FetchAdd) => p.extensions,
+        _ => true,
+    }
+}
+
+fn is_read_or_atomic(op: Option<MsgOp>) -> bool {
+    matches!(op, Some(MsgOp::Read | MsgOp::CmpSwap | MsgOp::FetchAdd))
+}
+
+/// The verbs' 32-bit immediate data in RFC 7306's 8 bytes (first four,
+/// network order).
+pub(crate) fn imm_bytes(imm: u32) -> [u8; IMMEDIATE_LEN] {
+    let mut d = [0u8; IMMEDIATE_LEN];
+    d[..4].copy_from_slice(&imm.to_be_bytes());
+    d
+}

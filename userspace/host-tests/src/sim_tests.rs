@@ -4,7 +4,7 @@
 //! replays one seed, and the `--ignored` soak runs 100 million packets per
 //! service.
 
-use crate::sim::{self, Config, Faults, Report};
+use crate::sim::{self, iwarp, Config, Faults, Report};
 use crate::transport_rules::Service;
 
 fn seeds() -> Vec<u64> {
@@ -261,4 +261,127 @@ mod statuses {
         assert_eq!(b.d.recv_cq.len(), 1);
         assert_eq!(b.d.recv_cq[0].byte_len, 64);
     }
+}
+
+// ---- iWARP: two endpoints over a TCP stream (sim/iwarp.rs) ----
+
+fn show_iwarp(name: &str, cfg: &iwarp::Config, r: &iwarp::Report) {
+    println!(
+        "sim-iwarp {name} seed {}: {} FPDUs, {} bytes, {} completions, {} bits flipped, \
+         terminated by {:?}{}",
+        cfg.seed,
+        r.fpdus,
+        r.bytes,
+        r.completions,
+        r.flips,
+        r.terminated,
+        if r.stalled { ", stalled" } else { "" }
+    );
+}
+
+const IWARP: iwarp::Config = iwarp::Config {
+    seed: 0,
+    messages: 20_000,
+    max_fpdu: 1448,
+    crc: true,
+    extensions: false,
+    ord: 8,
+    flip_ppm: 0,
+};
+
+/// Run over each seed: a clean stream completes everything, correctly.
+fn run_iwarp(name: &str, base: iwarp::Config) {
+    for seed in seeds() {
+        let cfg = iwarp::Config { seed, ..base };
+        let r = iwarp::run(cfg);
+        show_iwarp(name, &cfg, &r);
+        assert!(
+            r.faults.is_empty() && r.terminated.is_empty() && !r.stalled,
+            "sim-iwarp {name} seed {seed} (replay: SOFTRNIC_SIM_SEED={seed}): {:?} {:?}{}:\n  {}",
+            r.terminated,
+            r.stalled,
+            "",
+            r.faults.join("\n  ")
+        );
+        assert_eq!(r.completions, 2 * cfg.messages);
+    }
+}
+
+#[test]
+fn sim_iwarp_crc_mss_fpdus() {
+    run_iwarp("crc", IWARP);
+}
+
+#[test]
+fn sim_iwarp_extensions_small_fpdus_no_crc() {
+    run_iwarp(
+        "ext",
+        iwarp::Config {
+            max_fpdu: 128,
+            crc: false,
+            extensions: true,
+            ord: 4,
+            ..IWARP
+        },
+    );
+}
+
+#[test]
+fn sim_iwarp_loopback_fpdus_ord_1() {
+    run_iwarp(
+        "64k",
+        iwarp::Config {
+            max_fpdu: 65_535,
+            extensions: true,
+            ord: 1,
+            ..IWARP
+        },
+    );
+}
+
+#[test]
+fn sim_iwarp_flipped_bits_never_complete_wrongly() {
+    let mut crc_caught = 0;
+    for seed in 1..=20 {
+        let cfg = iwarp::Config {
+            seed,
+            messages: 2_000,
+            flip_ppm: 2,
+            ..IWARP
+        };
+        let r = iwarp::run(cfg);
+        show_iwarp("flips", &cfg, &r);
+        assert!(
+            r.faults.is_empty(),
+            "seed {seed}:\n  {}",
+            r.faults.join("\n  ")
+        );
+        if r.flips > 0 {
+            assert!(
+                !r.terminated.is_empty() || r.stalled,
+                "seed {seed}: a flip went unnoticed"
+            );
+        }
+        crc_caught += r
+            .terminated
+            .iter()
+            .filter(|c| **c == crate::iwarp::fpdu::cause::MPA_CRC)
+            .count();
+    }
+    assert!(crc_caught > 0, "no flip was caught by the CRC");
+}
+
+#[test]
+fn sim_iwarp_replays_a_seed_exactly() {
+    let cfg = iwarp::Config {
+        seed: 9,
+        messages: 3_000,
+        flip_ppm: 1,
+        ..IWARP
+    };
+    let (a, b) = (iwarp::run(cfg), iwarp::run(cfg));
+    assert_eq!(
+        (a.fpdus, a.bytes, a.flips, a.terminated),
+        (b.fpdus, b.bytes, b.flips, b.terminated)
+    );
 }

@@ -188,8 +188,10 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         Some((i, self.slot(i).wqe))
     }
 
-    /// The answer to the oldest READ or atomic request arrived.
-    pub(crate) fn read_answered(&mut self, io: &mut impl OutboundIo) -> bool {
+    /// The answer to the oldest READ or atomic request arrived (its last
+    /// response, or the atomic response): it completes, in order, at the
+    /// next `emit`.  False if none was awaited.
+    pub(crate) fn read_answered(&mut self) -> bool {
         let Some(i) = self.oldest_read() else {
             return false;
         };
@@ -197,7 +199,6 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         s.done = true;
         s.status = wc::SUCCESS;
         self.reads_out = self.reads_out.saturating_sub(1);
-        self.retire(io);
         true
     }
 
@@ -351,6 +352,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
     /// queue in order, as far as the ORD, the fences and the socket allow.
     pub(crate) fn emit(&mut self, p: &OutboundParams, io: &mut impl OutboundIo) -> Outcome {
         let mut out = Outcome::default();
+        self.retire(io);
         let prod = io.producer();
         if prod.wrapping_sub(self.head) > io.slots() {
             // More WQEs than slots: the ring is corrupt.

@@ -23,6 +23,7 @@
 //! - the run ends: every request completes, no timer or retry loops on.
 
 pub mod endpoint;
+pub mod iwarp;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};

@@ -3,7 +3,7 @@
 //! placed at its offsets with nothing staged, and CRC errors, refused
 //! headers and a dead stream end in the right TERMINATE cause.
 
-use crate::crc::{crc32c_update, Crc};
+use crate::crc::{crc32c_update, Update};
 use crate::iwarp::fpdu::*;
 use crate::iwarp::rx::{Fault, Receiver, Sink};
 
@@ -11,17 +11,12 @@ use crate::iwarp::rx::{Fault, Receiver, Sink};
 pub(crate) fn fpdu(h: &Header, payload: &[u8], crc_on: bool) -> Vec<u8> {
     let mut buf = [0u8; MAX_HEADER];
     let n = build_header(&mut buf, h, payload.len()).unwrap();
-    let mut v = buf[..n].to_vec();
-    v.extend_from_slice(payload);
-    v.resize(v.len() + pad_len(v.len() - LEN_FIELD), 0);
-    let mut c = Crc::new(crc32c_update);
-    c.update(&v);
-    v.extend_from_slice(&if crc_on {
-        crc_bytes(c.finish())
-    } else {
-        [0; 4]
-    });
-    v
+    let t = Trailer::new(
+        &buf[..n],
+        &[payload],
+        crc_on.then_some(crc32c_update as Update),
+    );
+    [&buf[..n], payload, t.as_bytes()].concat()
 }
 
 fn send(msn: u32, mo: u32, last: bool) -> Header {

@@ -21,6 +21,8 @@
 //! the receive path can place the payload straight from the socket into
 //! its target memory before the rest has arrived.
 
+use crate::crc::{Crc, Update};
+
 /// Bytes of ULPDU_Length, and of the CRC trailer.
 pub(crate) const LEN_FIELD: usize = 2;
 pub(crate) const CRC_LEN: usize = 4;
@@ -56,6 +58,41 @@ pub(crate) const fn fpdu_len(ulpdu_len: usize) -> usize {
 /// The CRC trailer for the CRC-32C `crc` of an FPDU (length through pad).
 pub(crate) const fn crc_bytes(crc: u32) -> [u8; CRC_LEN] {
     crc.to_le_bytes()
+}
+
+/// What follows an FPDU's payload: its pad and its CRC (zeros when the
+/// stream runs without CRC).
+pub(crate) struct Trailer {
+    bytes: [u8; 3 + CRC_LEN],
+    len: usize,
+}
+
+impl Trailer {
+    /// The trailer of the FPDU whose headers (as `build_header` wrote
+    /// them) are `header` and whose payload is `payload`, in pieces;
+    /// `crc`: the CRC-32C step, `None` without CRC.
+    pub(crate) fn new(header: &[u8], payload: &[&[u8]], crc: Option<Update>) -> Trailer {
+        let payload_len: usize = payload.iter().map(|p| p.len()).sum();
+        let pad = pad_len(header.len() - LEN_FIELD + payload_len);
+        let mut bytes = [0u8; 3 + CRC_LEN];
+        if let Some(step) = crc {
+            let mut c = Crc::new(step);
+            c.update(header);
+            for p in payload {
+                c.update(p);
+            }
+            c.update(&bytes[..pad]);
+            bytes[pad..pad + CRC_LEN].copy_from_slice(&crc_bytes(c.finish()));
+        }
+        Trailer {
+            bytes,
+            len: pad + CRC_LEN,
+        }
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// The RDMAP message types (RFC 5040 section 4.2, RFC 7306 section 8).

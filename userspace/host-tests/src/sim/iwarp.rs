@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 
 use super::Rng;
-use crate::crc::{crc32c_update, Crc};
+use crate::crc::{crc32c_update, Update};
 use crate::iwarp::fpdu::*;
 use crate::iwarp::inbound::*;
 use crate::iwarp::outbound::*;
@@ -103,15 +103,17 @@ struct Side {
 }
 
 impl Side {
+    /// Side `seed` (0 or 1): its memory's initial pattern, and its
+    /// picture of the peer's target region (the same pattern, the peer's
+    /// seed).
     fn new(seed: u8) -> Side {
-        let mut mem = vec![0u8; MEM];
-        for (i, b) in mem.iter_mut().enumerate() {
-            *b = (i as u8).wrapping_mul(31) ^ seed;
-        }
-        let shadow_seed = seed ^ 1;
-        let shadow = (0..TARGET.1)
-            .map(|i| (i as u8).wrapping_mul(31) ^ shadow_seed)
-            .collect();
+        let pattern = |len: usize, seed: u8| -> Vec<u8> {
+            (0..len)
+                .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+                .collect()
+        };
+        let mem = pattern(MEM, seed);
+        let shadow = pattern(TARGET.1, seed ^ 1);
         Side {
             mem,
             sq: Vec::new(),
@@ -174,20 +176,11 @@ impl OutboundIo for OutIo<'_> {
             .mem
             .get(at..at + seg.len as usize)
             .ok_or(EmitFail::BadMemory)?;
-        let mut c = Crc::new(crc32c_update);
-        c.update(&buf[..n]);
-        c.update(payload);
-        let pad = [0u8; 3];
-        let pad = &pad[..pad_len(n - LEN_FIELD + payload.len())];
-        c.update(pad);
+        let step: Update = crc32c_update;
+        let t = Trailer::new(&buf[..n], &[payload], self.crc.then_some(step));
         self.wire.extend(&buf[..n]);
         self.wire.extend(payload);
-        self.wire.extend(pad);
-        self.wire.extend(if self.crc {
-            crc_bytes(c.finish())
-        } else {
-            [0; 4]
-        });
+        self.wire.extend(t.as_bytes());
         self.fpdus += 1;
         Ok(())
     }

@@ -79,6 +79,7 @@ impl kernel::Module for SoftRnicModule {
 impl Drop for SoftRnicModule {
     fn drop(&mut self) {
         device::exit();
+        glue::tcp::exit();
         glue::net::unregister();
         verbs::report_live();
         pr_info!("unloaded\n");

@@ -799,6 +799,9 @@ pub(super) unsafe extern "C" fn modify_qp(
         None
     };
     let mut after = After::default();
+    // iWARP: the connection a move to SQD, ERR or RESET ends (after the
+    // lock; `true`: abortively).
+    let mut ending = None;
     let result = (|| -> Result {
         let mut s = q.inner.lock();
         let cur = if mask & attr::CUR_STATE != 0 {
@@ -851,10 +854,16 @@ pub(super) unsafe extern "C" fn modify_qp(
         )?;
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
+            if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
+                ending = s.iw_cep.clone().map(|c| (c, next != QpState::Sqd));
+            }
         }
         Ok(())
     })();
     q.after(after);
+    if let Some((cep, abort)) = ending {
+        cep.disconnect(abort);
+    }
     if result.is_ok() && mask & attr::STATE != 0 {
         // Work posted before RTS runs now.
         q.doorbell(true);
@@ -957,6 +966,11 @@ pub(super) unsafe extern "C" fn destroy_qp(
             if mcast_leave(&d, &g, qpn).is_err() {
                 break;
             }
+        }
+        // An iWARP connection still up ends with it (reset).
+        let cep = (*p).inner.lock().iw_cep.take();
+        if let Some(c) = cep {
+            c.disconnect(true);
         }
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);

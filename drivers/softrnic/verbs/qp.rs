@@ -85,6 +85,8 @@ pub(crate) struct QpInner {
     pub(crate) sq_cons: u32,
     pub(crate) rq_cons: u32,
     pub(crate) eng: Engine,
+    /// iWARP: the connection the QP runs on, once MPA setup bound it.
+    pub(crate) iw_cep: Option<kernel::sync::Arc<crate::transport::iwarp::cm::Cep>>,
 }
 
 /// The rings and caps `create` makes, before the QP object exists.
@@ -139,6 +141,7 @@ impl QpQueues {
                 sq_cons: 0,
                 rq_cons: 0,
                 eng: Engine::new(sq_slots)?,
+                iw_cep: None,
             },
             caps,
         })

@@ -6,6 +6,8 @@
 //! needs the wire.  A failed one completes in error and moves the QP to
 //! ERR, which flushes the rest.
 
+pub(crate) mod cm;
+
 use crate::abi::SendWqe;
 use crate::engine::sq::{SendQueue, Track};
 use crate::qp_state::QpState;

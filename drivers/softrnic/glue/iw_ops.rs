@@ -6,9 +6,9 @@
 //!
 //! The provider data of a cm_id is one reference on our object for it: a
 //! listener (set by `iw_create_listen`, taken back by `iw_destroy_listen`)
-//! or a connection endpoint (set by `iw_connect`, or by iw_cm from our
-//! CONNECT_REQUEST event; taken back by `iw_accept` or `iw_reject`, or when
-//! iw_cm refused the event).
+//! or a passive connection endpoint (set by iw_cm from our CONNECT_REQUEST
+//! event; taken back by `iw_accept` or `iw_reject`, or when iw_cm refused
+//! the event).
 
 use core::ptr::NonNull;
 
@@ -65,8 +65,14 @@ impl CmId {
 
     /// Another reference.
     pub(crate) fn clone_held(&self) -> CmId {
+        let p = self.0.as_ptr();
         // SAFETY: we hold a reference, so the id is live.
-        unsafe { CmId::hold(self.0.as_ptr()) }.unwrap_or(CmId(self.0))
+        unsafe {
+            if let Some(f) = (*p).add_ref {
+                f(p);
+            }
+        }
+        CmId(self.0)
     }
 
     /// The (mapped) local and remote addresses.
@@ -205,12 +211,10 @@ pub(super) unsafe extern "C" fn iw_connect(
     let Some(held) = held else {
         return EINVAL.to_errno();
     };
+    // The endpoint lives on in its socket and then in the QP: no
+    // provider data (no later op of the active side would give it back).
     match cm::connect(&dev, held, &param) {
-        // SAFETY: the id is ours to annotate while connected.
-        Ok(c) => unsafe {
-            (*id).provider_data = c.into_provider().cast_mut().cast();
-            0
-        },
+        Ok(_) => 0,
         Err(e) => e.to_errno(),
     }
 }

@@ -238,6 +238,12 @@ impl TcpRef<'_> {
         }
     }
 
+    /// The connection's segment size.
+    pub(crate) fn mss(&self) -> u32 {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_mss(self.raw.as_ptr()) }
+    }
+
     /// No longer established (closed by the peer, reset, or failed).
     pub(crate) fn closed(&self) -> bool {
         // SAFETY: a live socket.
@@ -260,6 +266,10 @@ impl TcpRef<'_> {
 impl Tcp {
     pub(crate) fn send(&self, bytes: &[u8], more: bool) -> Result<usize> {
         self.as_ref().send(bytes, more)
+    }
+
+    pub(crate) fn mss(&self) -> u32 {
+        self.as_ref().mss()
     }
 }
 

@@ -855,7 +855,7 @@ pub(super) unsafe extern "C" fn modify_qp(
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
             if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
-                ending = s.iw_cep.clone().map(|c| (c, next != QpState::Sqd));
+                ending = s.iw.as_ref().map(|st| (st.cep.clone(), next != QpState::Sqd));
             }
         }
         Ok(())
@@ -968,9 +968,9 @@ pub(super) unsafe extern "C" fn destroy_qp(
             }
         }
         // An iWARP connection still up ends with it (reset).
-        let cep = (*p).inner.lock().iw_cep.take();
-        if let Some(c) = cep {
-            c.disconnect(true);
+        let stream = (*p).inner.lock().iw.take();
+        if let Some(st) = stream {
+            st.cep.disconnect(true);
         }
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);

@@ -26,7 +26,7 @@ impl Qp {
     pub(crate) fn pump(&self, work: bool) {
         match self.transport {
             Transport::Roce => self.roce_pump(work),
-            Transport::Iwarp => {}
+            Transport::Iwarp => self.iwarp_pump(),
         }
     }
 

@@ -86,7 +86,7 @@ pub(crate) struct QpInner {
     pub(crate) rq_cons: u32,
     pub(crate) eng: Engine,
     /// iWARP: the connection the QP runs on, once MPA setup bound it.
-    pub(crate) iw_cep: Option<kernel::sync::Arc<crate::transport::iwarp::cm::Cep>>,
+    pub(crate) iw: Option<KBox<crate::transport::iwarp::stream::Stream>>,
 }
 
 /// The rings and caps `create` makes, before the QP object exists.
@@ -141,7 +141,7 @@ impl QpQueues {
                 sq_cons: 0,
                 rq_cons: 0,
                 eng: Engine::new(sq_slots)?,
-                iw_cep: None,
+                iw: None,
             },
             caps,
         })

@@ -354,7 +354,7 @@ impl Cep {
                     if q.state != QpState::Err && q.state != QpState::Reset {
                         qp.enter(&mut q, QpState::Err, &mut after);
                     }
-                    q.iw_cep = None;
+                    q.iw = None;
                 }
                 qp.after(after);
             }
@@ -403,7 +403,7 @@ impl Cep {
             rep.build(&mut buf).map_err(|_| EINVAL)?;
             // The QP runs before the reply leaves: the initiator may send
             // as soon as it has it.
-            bind_qp(&qp, &self, decision.0)?;
+            bind_qp(&qp, &self, decision.0, tcp.clone())?;
             s.neg = Some(decision.0);
             s.qpn = Some(p.qpn);
             s.id = Some(id.clone_held());
@@ -457,6 +457,20 @@ impl Cep {
         {
             let mut s = self.inner.lock();
             self.end(&mut s, &mut todo, 0, false);
+        }
+        self.finish(todo);
+    }
+
+    /// The QP's stream failed (a TERMINATE, a broken socket, an FPDU that
+    /// breaks the rules): end the connection.
+    pub(crate) fn failed(&self, abort: bool) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::Connected {
+                return;
+            }
+            self.end(&mut s, &mut todo, ECONNRESET.to_errno(), abort);
         }
         self.finish(todo);
     }
@@ -534,7 +548,8 @@ impl Cep {
         match outcome {
             Ok(neg) => {
                 let qp = s.qpn.and_then(|n| self.dev().verbs().qps.get(n));
-                match qp.map(|q| bind_qp(&q, self, neg)) {
+                let tcp = s.tcp.clone();
+                match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t)) {
                     Some(Ok(())) => {
                         s.neg = Some(neg);
                         s.phase = Phase::Connected;
@@ -557,20 +572,25 @@ impl Cep {
 
 /// Bind a QP to the connection and move it to RTS (iWARP: the provider
 /// does, as siw does, once MPA setup succeeded).
-fn bind_qp(qp: &crate::verbs::qp::Qp, cep: &Cep, _neg: Negotiated) -> Result {
+fn bind_qp(qp: &crate::verbs::qp::Qp, cep: &Cep, neg: Negotiated, tcp: Arc<Tcp>) -> Result {
+    // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
+    let me = unsafe { arc_of(cep) };
+    let slots = qp.inner.lock().sq.slots();
+    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
-        if !matches!(q.state, QpState::Init | QpState::Rtr | QpState::Rts) {
+        if !matches!(q.state, QpState::Init | QpState::Rtr | QpState::Rts) || q.iw.is_some() {
             return Err(EINVAL);
         }
-        // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
-        q.iw_cep = Some(unsafe { arc_of(cep) });
+        q.iw = Some(stream);
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
         }
     }
     qp.after(after);
+    // Work posted before the connection was up.
+    qp.schedule();
     Ok(())
 }
 
@@ -578,7 +598,12 @@ impl TcpHandler for Cep {
     fn event(&self, s: TcpRef<'_>, ev: TcpEvent) {
         match ev {
             TcpEvent::Readable => s.read(),
-            TcpEvent::Writable => {}
+            TcpEvent::Writable => {
+                let qpn = self.inner.lock().qpn;
+                if let Some(qp) = qpn.and_then(|n| self.dev().verbs().qps.get(n)) {
+                    qp.iwarp_writable();
+                }
+            }
             TcpEvent::State => {
                 if s.closed() {
                     let err = s.error();
@@ -606,6 +631,15 @@ impl TcpHandler for Cep {
         let mut listener = None;
         let used = {
             let mut s = self.inner.lock();
+            if s.phase == Phase::Connected {
+                // The QP's stream takes them (its lock, not ours).
+                let qpn = s.qpn;
+                drop(s);
+                return match qpn.and_then(|n| self.dev().verbs().qps.get(n)) {
+                    Some(qp) => qp.iwarp_rx(data),
+                    None => data.len(),
+                };
+            }
             match s.phase {
                 Phase::AwaitRequest | Phase::AwaitReply => {
                     match s.reader.feed(data) {
@@ -627,8 +661,8 @@ impl TcpHandler for Cep {
                         }
                     }
                 }
-                // The data path is not built yet: FPDUs stay in the socket.
-                _ => 0,
+                // Closed: nothing more is read.
+                _ => data.len(),
             }
         };
         if let Some(l) = listener {

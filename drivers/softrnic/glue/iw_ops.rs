@@ -284,10 +284,18 @@ pub(super) unsafe extern "C" fn iw_get_qp(ib: *mut b::ib_device, qpn: ffi::c_int
 }
 
 /// # Safety
-/// Called only by iw_cm, on a QP `iw_get_qp` returned.  The QP's lifetime
-/// is the consumer's (ib_core frees it at destroy): nothing to count.
-pub(super) unsafe extern "C" fn iw_add_ref(_qp: *mut b::ib_qp) {}
+/// Called only by iw_cm, on a QP `iw_get_qp` returned (alive until its
+/// references are given back: destroy waits for them).
+pub(super) unsafe extern "C" fn iw_add_ref(qp: *mut b::ib_qp) {
+    // SAFETY: per the contract; our QPs embed their ib_qp first.
+    let q = unsafe { &*qp.cast::<crate::verbs::qp::Qp>() };
+    q.iw_refs.fetch_add(1, core::sync::atomic::Ordering::AcqRel);
+}
 
 /// # Safety
-/// As for `iw_add_ref`.
-pub(super) unsafe extern "C" fn iw_rem_ref(_qp: *mut b::ib_qp) {}
+/// As for `iw_add_ref`, on a reference it took.
+pub(super) unsafe extern "C" fn iw_rem_ref(qp: *mut b::ib_qp) {
+    // SAFETY: as above; the reference keeps the QP alive.
+    let q = unsafe { &*qp.cast::<crate::verbs::qp::Qp>() };
+    q.iw_refs.fetch_sub(1, core::sync::atomic::Ordering::AcqRel);
+}

@@ -379,6 +379,12 @@ pub(crate) fn page_size() -> u64 {
     unsafe { bindings::softrnic_page_size() as u64 }
 }
 
+/// Sleep for about `ms` milliseconds (process context).
+pub(crate) fn sleep_ms(ms: u32) {
+    // SAFETY: plain call; callers are in process context.
+    unsafe { bindings::msleep(ms) }
+}
+
 /// A random byte (for the key byte of lkeys and rkeys).
 pub(crate) fn random_key_byte() -> u8 {
     // SAFETY: plain call into the kernel's CSPRNG.

@@ -18,6 +18,7 @@
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/vmalloc.h>
+#include <linux/delay.h>
 #include <linux/xarray.h>
 #include <linux/completion.h>
 #include <linux/random.h>

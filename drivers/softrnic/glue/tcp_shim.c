@@ -21,6 +21,10 @@ struct softrnic_tcp {
 	struct work_struct work;
 	struct list_head dead;
 	bool abort;
+	/* Both ends' addresses, read before the callbacks are ours (reading
+	 * them takes the socket lock, which a callback may hold). */
+	struct sockaddr_storage local;
+	struct sockaddr_storage remote;
 	void (*saved_data_ready)(struct sock *sk);
 	void (*saved_write_space)(struct sock *sk);
 	void (*saved_state_change)(struct sock *sk);
@@ -83,6 +87,11 @@ static struct softrnic_tcp *softrnic_tcp_wrap(struct socket *sock, void *ctx)
 	t->sock = sock;
 	t->ctx = ctx;
 	INIT_WORK(&t->work, softrnic_tcp_work_fn);
+	/* (A listening socket has no peer: its remote stays zero.) */
+	if (kernel_getsockname(sock, (struct sockaddr *)&t->local) < 0)
+		memset(&t->local, 0, sizeof(t->local));
+	if (kernel_getpeername(sock, (struct sockaddr *)&t->remote) < 0)
+		memset(&t->remote, 0, sizeof(t->remote));
 	write_lock_bh(&sk->sk_callback_lock);
 	t->saved_data_ready = sk->sk_data_ready;
 	t->saved_write_space = sk->sk_write_space;
@@ -297,18 +306,13 @@ int softrnic_tcp_error(struct softrnic_tcp *t)
 	return READ_ONCE(t->sock->sk->sk_err);
 }
 
+/* Both ends' addresses (as they were when the socket became ours). */
 int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
 		       struct sockaddr_storage *remote)
 {
-	int err;
-
-	memset(local, 0, sizeof(*local));
-	memset(remote, 0, sizeof(*remote));
-	err = kernel_getsockname(t->sock, (struct sockaddr *)local);
-	if (err < 0)
-		return err;
-	err = kernel_getpeername(t->sock, (struct sockaddr *)remote);
-	return err < 0 ? err : 0;
+	*local = t->local;
+	*remote = t->remote;
+	return 0;
 }
 
 /* Hand the bytes of [offset, offset + len) of `skb` to Rust in the pieces

@@ -742,6 +742,7 @@ pub(super) unsafe extern "C" fn create_qp(
             (*(*p).ib.as_ptr()).qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
             addr_of_mut!((*p).cpu).write(Qp::pick_cpu(qpn));
+            addr_of_mut!((*p).iw_refs).write(core::sync::atomic::AtomicU32::new(0));
             Qp::init_deferred(p);
         }
         init.cap.max_send_wr = caps.max_send_wr;
@@ -971,6 +972,11 @@ pub(super) unsafe extern "C" fn destroy_qp(
         let stream = (*p).inner.lock().iw.take();
         if let Some(st) = stream {
             st.cep.disconnect(true);
+        }
+        // iw_cm lets its references go when it has handled the CLOSE
+        // (or destroyed its id): until then it may still modify the QP.
+        while (*p).iw_refs.load(core::sync::atomic::Ordering::Acquire) != 0 {
+            crate::glue::sleep_ms(1);
         }
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);

@@ -72,6 +72,9 @@ pub(crate) struct Qp {
     pub(crate) timer: crate::glue::deferred::Timer,
     /// The CPU the QP's packets are sent from.
     pub(crate) cpu: u32,
+    /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
+    /// are gone, as iw_cm may still move the QP to ERR until then.
+    pub(crate) iw_refs: core::sync::atomic::AtomicU32,
 }
 
 pub(crate) struct QpInner {

@@ -28,13 +28,19 @@ use crate::qp_state::QpState;
 use crate::verbs::qp::After;
 
 /// How softrnic sets up connections: revision 2 with the IRD/ORD words
-/// (siw's default too), CRC asked for (RFC 5044 wants it on by default; a
-/// peer that does not ask gets it all the same, as the rules allow), no
-/// peer-to-peer RTR unless the peer asks.
+/// (siw's default too), CRC as the `mpa_crc` module parameter says (by
+/// default asked for, as RFC 5044 wants; a responder that asks gets it from
+/// a peer that did not, as the rules allow), no peer-to-peer RTR unless the
+/// peer asks.
 fn policy(dev: &IbDevice) -> Policy {
     let l = dev.limits();
+    let crc = match crate::module_parameters::mpa_crc.value() {
+        0 => CrcPolicy::Off,
+        1 => CrcPolicy::On,
+        _ => CrcPolicy::Required,
+    };
     Policy {
-        crc: CrcPolicy::On,
+        crc,
         rev: 2,
         p2p: false,
         max_ird: l.max_qp_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,

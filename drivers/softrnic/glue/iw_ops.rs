@@ -207,7 +207,8 @@ pub(super) unsafe extern "C" fn iw_connect(
     p: *mut b::iw_cm_conn_param,
 ) -> ffi::c_int {
     // SAFETY: a live id on one of our devices and valid parameters.
-    let (dev, held, param) = unsafe { (super::dev_of((*id).device), CmId::hold(id), conn_param(p)) };
+    let (dev, held, param) =
+        unsafe { (super::dev_of((*id).device), CmId::hold(id), conn_param(p)) };
     let Some(held) = held else {
         return EINVAL.to_errno();
     };

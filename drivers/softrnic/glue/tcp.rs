@@ -168,7 +168,8 @@ impl Tcp {
         let ctx = ctx_new(h)?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: our socket; `ctx` as in `listen`.
-        let ret = unsafe { b::softrnic_tcp_accept(self.raw.as_ptr(), ctx.as_ptr().cast(), &mut raw) };
+        let ret =
+            unsafe { b::softrnic_tcp_accept(self.raw.as_ptr(), ctx.as_ptr().cast(), &mut raw) };
         match Tcp::opened(ret, raw, ctx) {
             Ok(t) => Ok(Some(t)),
             Err(e) if e == EAGAIN => Ok(None),
@@ -305,7 +306,11 @@ pub(crate) fn exit() {
 
 /// C entry: a socket callback.
 #[no_mangle]
-unsafe extern "C" fn softrnic_tcp_event(ctx: *mut ffi::c_void, t: *mut b::softrnic_tcp, ev: ffi::c_int) {
+unsafe extern "C" fn softrnic_tcp_event(
+    ctx: *mut ffi::c_void,
+    t: *mut b::softrnic_tcp,
+    ev: ffi::c_int,
+) {
     let ev = match ev as u32 {
         b::softrnic_tcp_event_SOFTRNIC_TCP_READABLE => TcpEvent::Readable,
         b::softrnic_tcp_event_SOFTRNIC_TCP_WRITABLE => TcpEvent::Writable,
@@ -328,7 +333,11 @@ unsafe extern "C" fn softrnic_tcp_work(ctx: *mut ffi::c_void, t: *mut b::softrni
 
 /// C entry: bytes read from the socket.
 #[no_mangle]
-unsafe extern "C" fn softrnic_tcp_bytes(ctx: *mut ffi::c_void, data: *const u8, len: usize) -> usize {
+unsafe extern "C" fn softrnic_tcp_bytes(
+    ctx: *mut ffi::c_void,
+    data: *const u8,
+    len: usize,
+) -> usize {
     if data.is_null() || len == 0 {
         return 0;
     }

@@ -856,14 +856,15 @@ pub(super) unsafe extern "C" fn modify_qp(
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
             if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
-                ending = s.iw.as_ref().map(|st| (st.cep.clone(), next != QpState::Sqd));
+                let how = (next != QpState::Sqd, next == QpState::Reset);
+                ending = s.iw.as_ref().map(|st| (st.cep.clone(), how));
             }
         }
         Ok(())
     })();
     q.after(after);
-    if let Some((cep, abort)) = ending {
-        cep.disconnect(abort);
+    if let Some((cep, (abort, reset))) = ending {
+        cep.disconnect(abort, reset);
     }
     if result.is_ok() && mask & attr::STATE != 0 {
         // Work posted before RTS runs now.
@@ -971,7 +972,7 @@ pub(super) unsafe extern "C" fn destroy_qp(
         // An iWARP connection still up ends with it (reset).
         let stream = (*p).inner.lock().iw.take();
         if let Some(st) = stream {
-            st.cep.disconnect(true);
+            st.cep.disconnect(true, false);
         }
         // iw_cm lets its references go when it has handled the CLOSE
         // (or destroyed its id): until then it may still modify the QP.

@@ -23,7 +23,7 @@ use kernel::sync::{Arc, Mutex, SpinLockIrq};
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
 use crate::glue::{HeldIbDevice, IbDevice};
-use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Negotiated, Need, Policy};
+use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
 use crate::qp_state::QpState;
 use crate::verbs::qp::After;
 
@@ -254,8 +254,10 @@ struct Todo {
     close: Option<Arc<Tcp>>,
     /// Leave the listener's list of pending connections.
     forget: Option<Arc<Listener>>,
-    /// Move the bound QP to ERR.
+    /// Detach the stream from this QP, and move the QP to ERR unless
+    /// `keep_state` (the consumer reset it).
     qp_error: Option<u32>,
+    keep_state: bool,
     local: SockAddr,
     remote: SockAddr,
 }
@@ -325,13 +327,16 @@ impl Cep {
     fn end(&self, s: &mut CepInner, todo: &mut Todo, status: i32, abort: bool) {
         match s.phase {
             Phase::AwaitReply => {
-                let _ = todo.events.push((CmEventKind::ConnectReply, -status.abs()), GFP_ATOMIC);
+                let _ = todo
+                    .events
+                    .push((CmEventKind::ConnectReply, -status.abs()), GFP_ATOMIC);
             }
             Phase::Connected => {
                 let _ = todo.events.push((CmEventKind::Disconnect, 0), GFP_ATOMIC);
-                let _ = todo.events.push((CmEventKind::Close, -status.abs()), GFP_ATOMIC);
+                let _ = todo
+                    .events
+                    .push((CmEventKind::Close, -status.abs()), GFP_ATOMIC);
                 todo.qp_error = s.qpn;
-            (todo.local, todo.remote) = (s.local, s.remote);
             }
             _ => {}
         }
@@ -355,13 +360,16 @@ impl Cep {
         if let Some(qpn) = todo.qp_error {
             if let Some(qp) = self.dev().verbs().qps.get(qpn) {
                 let mut after = After::default();
-                {
+                let stream = {
                     let mut q = qp.inner.lock();
-                    if q.state != QpState::Err && q.state != QpState::Reset {
+                    if !todo.keep_state && q.state != QpState::Err && q.state != QpState::Reset {
                         qp.enter(&mut q, QpState::Err, &mut after);
                     }
-                    q.iw = None;
-                }
+                    q.iw.take()
+                };
+                // (The stream's last references to us and the socket go
+                // with no lock held.)
+                drop(stream);
                 qp.after(after);
             }
         }
@@ -482,8 +490,9 @@ impl Cep {
     }
 
     /// The connection's QP was moved to SQD (`abort` false: close after
-    /// what is queued) or ERR, or destroyed: end the connection.
-    pub(crate) fn disconnect(&self, abort: bool) {
+    /// what is queued), ERR or RESET (`reset`: it stays there), or
+    /// destroyed: end the connection.
+    pub(crate) fn disconnect(&self, abort: bool, reset: bool) {
         let mut todo = Todo::default();
         {
             let mut s = self.inner.lock();
@@ -491,9 +500,11 @@ impl Cep {
                 return;
             }
             // The consumer asked: CLOSE only (iw_cm raised the disconnect);
-            // the QP, its stream gone, goes to ERR.
+            // the QP, its stream gone, goes to ERR (unless it was reset).
             s.phase = Phase::Closed;
             todo.qp_error = s.qpn;
+            todo.keep_state = reset;
+            (todo.local, todo.remote) = (s.local, s.remote);
             let _ = todo.events.push((CmEventKind::Close, 0), GFP_ATOMIC);
             if let Some(t) = s.tcp.take() {
                 if abort {
@@ -619,7 +630,11 @@ impl TcpHandler for Cep {
                         if i.phase == Phase::Closed {
                             return;
                         }
-                        let status = if err != 0 { err } else { ECONNRESET.to_errno().abs() };
+                        let status = if err != 0 {
+                            err
+                        } else {
+                            ECONNRESET.to_errno().abs()
+                        };
                         self.end(&mut i, &mut todo, status, false);
                     }
                     self.finish(todo);
@@ -647,26 +662,24 @@ impl TcpHandler for Cep {
                 };
             }
             match s.phase {
-                Phase::AwaitRequest | Phase::AwaitReply => {
-                    match s.reader.feed(data) {
-                        Ok((n, Need::Done)) => {
-                            if s.phase == Phase::AwaitRequest {
-                                self.on_request(&mut s, &mut todo);
-                                if todo.request {
-                                    listener = s.listener.clone();
-                                }
-                            } else {
-                                self.on_reply(&mut s, &mut todo);
+                Phase::AwaitRequest | Phase::AwaitReply => match s.reader.feed(data) {
+                    Ok((n, Need::Done)) => {
+                        if s.phase == Phase::AwaitRequest {
+                            self.on_request(&mut s, &mut todo);
+                            if todo.request {
+                                listener = s.listener.clone();
                             }
-                            n
+                        } else {
+                            self.on_reply(&mut s, &mut todo);
                         }
-                        Ok((n, Need::More(_))) => n,
-                        Err(_) => {
-                            self.end(&mut s, &mut todo, ECONNABORTED.to_errno(), true);
-                            data.len()
-                        }
+                        n
                     }
-                }
+                    Ok((n, Need::More(_))) => n,
+                    Err(_) => {
+                        self.end(&mut s, &mut todo, ECONNABORTED.to_errno(), true);
+                        data.len()
+                    }
+                },
                 // Closed: nothing more is read.
                 _ => data.len(),
             }
@@ -726,7 +739,10 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
         s.ord = ord;
         s.request.extend_from_slice(&buf, GFP_ATOMIC)?;
     }
-    let tcp = Arc::new(Tcp::connect(&ndev, &local, &remote, cep.clone())?, GFP_KERNEL)?;
+    let tcp = Arc::new(
+        Tcp::connect(&ndev, &local, &remote, cep.clone())?,
+        GFP_KERNEL,
+    )?;
     let (local, remote) = tcp.addrs().unwrap_or((local, remote));
     {
         let mut s = cep.inner.lock();

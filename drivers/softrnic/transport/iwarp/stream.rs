@@ -151,7 +151,13 @@ impl InIo<'_> {
 }
 
 impl InboundIo for InIo<'_> {
-    fn check_tagged(&mut self, stag: u32, to: u64, len: usize, what: TaggedUse) -> Result<(), Cause> {
+    fn check_tagged(
+        &mut self,
+        stag: u32,
+        to: u64,
+        len: usize,
+        what: TaggedUse,
+    ) -> Result<(), Cause> {
         match what {
             TaggedUse::Write => {
                 let ok = self.rs().remote_ok(stag, to, len as u64, Access::Write);
@@ -179,7 +185,10 @@ impl InboundIo for InIo<'_> {
         if let Some((index, w)) = self.awaited().filter(|(_, w)| w.sink_stag == stag) {
             // A READ response: into the READ's own buffers, by offset.
             let offset = to.wrapping_sub(w.sink_to) as u32;
-            let wqe = self.sq.read::<SendWqe>(index, 0).ok_or(cause::LOCAL_CATASTROPHIC)?;
+            let wqe = self
+                .sq
+                .read::<SendWqe>(index, 0)
+                .ok_or(cause::LOCAL_CATASTROPHIC)?;
             let t = Track {
                 wqe,
                 ..Track::default()
@@ -251,7 +260,10 @@ impl InboundIo for InIo<'_> {
     }
 
     fn read_request(&mut self, r: &ReadRequest) -> Result<(), Cause> {
-        if !self.rs().remote_ok(r.src_stag, r.src_to, u64::from(r.len), Access::Read) {
+        if !self
+            .rs()
+            .remote_ok(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
+        {
             return Err(cause::BASE_BOUNDS);
         }
         self.answers
@@ -359,7 +371,8 @@ impl OutboundIo for OutIo<'_> {
 
     fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail> {
         let mut hdr = [0u8; MAX_HEADER];
-        let n = build_header(&mut hdr, &seg.hdr, seg.len as usize).map_err(|_| EmitFail::BadMemory)?;
+        let n =
+            build_header(&mut hdr, &seg.hdr, seg.len as usize).map_err(|_| EmitFail::BadMemory)?;
         let len = seg.len as usize;
         if !self.tx.is_empty() && self.tx.len() + n + len + 8 > TX_AHEAD {
             return Err(EmitFail::Full);
@@ -382,7 +395,11 @@ impl OutboundIo for OutIo<'_> {
             return Err(EmitFail::BadMemory);
         }
         let step: crate::crc::Update = crc32c_update;
-        let t = Trailer::new(&self.tx[start..at], &[&self.tx[at..at + len]], self.crc.then_some(step));
+        let t = Trailer::new(
+            &self.tx[start..at],
+            &[&self.tx[at..at + len]],
+            self.crc.then_some(step),
+        );
         if self.tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC).is_err() {
             self.tx.truncate(start);
             return Err(EmitFail::Full);
@@ -422,41 +439,43 @@ impl Qp {
         let (wake, end) = {
             let mut s = self.inner.lock();
             let (wake, end) = {
-            let QpInner {
-                iw,
-                rq,
-                rq_cons,
-                sq,
-                sq_cons,
-                ..
-            } = &mut *s;
-            let Some(st) = iw.as_deref_mut() else { return 0 };
-            if st.broken {
-                return data.len();
-            }
-            let mut io = InIo {
-                qp: self,
-                dev: &dev,
-                rq: rq.as_ref(),
-                rq_cons,
-                sq,
-                sq_cons,
-                after: &mut after,
-                out: &mut st.out,
-                answers: &mut st.answers,
-                recv: &mut st.recv,
-                wake: false,
-                terminated: false,
-            };
-            let mut sink = Inbound {
-                io: &mut io,
-                state: &mut st.inb,
-            };
-            let r = st.rx.feed(data, &mut sink);
-            let (wake, terminated) = (io.wake, io.terminated);
-            let end = r.is_err() || terminated;
-            st.broken |= end;
-            (wake, end)
+                let QpInner {
+                    iw,
+                    rq,
+                    rq_cons,
+                    sq,
+                    sq_cons,
+                    ..
+                } = &mut *s;
+                let Some(st) = iw.as_deref_mut() else {
+                    return 0;
+                };
+                if st.broken {
+                    return data.len();
+                }
+                let mut io = InIo {
+                    qp: self,
+                    dev: &dev,
+                    rq: rq.as_ref(),
+                    rq_cons,
+                    sq,
+                    sq_cons,
+                    after: &mut after,
+                    out: &mut st.out,
+                    answers: &mut st.answers,
+                    recv: &mut st.recv,
+                    wake: false,
+                    terminated: false,
+                };
+                let mut sink = Inbound {
+                    io: &mut io,
+                    state: &mut st.inb,
+                };
+                let r = st.rx.feed(data, &mut sink);
+                let (wake, terminated) = (io.wake, io.terminated);
+                let end = r.is_err() || terminated;
+                st.broken |= end;
+                (wake, end)
             };
             if end {
                 self.enter(&mut s, QpState::Err, &mut after);
@@ -508,37 +527,41 @@ impl Qp {
             let (more, fail) = {
                 let mut s = self.inner.lock();
                 let (more, fail, error) = {
-                let QpInner {
-                    iw, sq, sq_cons, state, ..
-                } = &mut *s;
-                let Some(st) = iw.as_deref_mut() else { return };
-                if off < buf.len() || failed {
-                    // The socket is full (its write-space callback brings
-                    // us back) or broken.
-                    st.tx = buf;
-                    st.tx_off = off;
-                    (false, failed, false)
-                } else {
-                    buf.clear();
-                    st.tx = buf;
-                    st.tx_off = 0;
-                    st.params.sending = *state == QpState::Rts;
-                    let mut io = OutIo {
-                        q: SendQueue {
-                            qp: self,
-                            dev: &dev,
-                            sq,
-                            sq_cons,
-                            after: &mut after,
-                        },
-                        answers: &mut st.answers,
-                        inb: &mut st.inb,
-                        tx: &mut st.tx,
-                        crc: st.crc,
-                    };
-                    let o: Outcome = st.out.emit(&st.params, &mut io);
-                    (!st.tx.is_empty() && !o.fatal, o.fatal, o.error)
-                }
+                    let QpInner {
+                        iw,
+                        sq,
+                        sq_cons,
+                        state,
+                        ..
+                    } = &mut *s;
+                    let Some(st) = iw.as_deref_mut() else { return };
+                    if off < buf.len() || failed {
+                        // The socket is full (its write-space callback brings
+                        // us back) or broken.
+                        st.tx = buf;
+                        st.tx_off = off;
+                        (false, failed, false)
+                    } else {
+                        buf.clear();
+                        st.tx = buf;
+                        st.tx_off = 0;
+                        st.params.sending = *state == QpState::Rts;
+                        let mut io = OutIo {
+                            q: SendQueue {
+                                qp: self,
+                                dev: &dev,
+                                sq,
+                                sq_cons,
+                                after: &mut after,
+                            },
+                            answers: &mut st.answers,
+                            inb: &mut st.inb,
+                            tx: &mut st.tx,
+                            crc: st.crc,
+                        };
+                        let o: Outcome = st.out.emit(&st.params, &mut io);
+                        (!st.tx.is_empty() && !o.fatal, o.fatal, o.error)
+                    }
                 };
                 if error && s.state != QpState::Err {
                     self.enter(&mut s, QpState::Err, &mut after);

@@ -16,7 +16,7 @@
 . /src/qemu/tests/lib_pairs.sh
 
 PAIRS="siw:siw sw:sw sw:siw siw:sw"
-TESTS="ucmatose rping rping_big rdma_server write_bw read_bw send_bw send_lat capture"
+TESTS="ucmatose rping rping_big rping_ipv6 rdma_server write_bw read_bw send_bw send_lat capture"
 CRC_MODES="crc nocrc"
 
 NS_A=ta VETH_A=ta0 IP_A=10.78.0.1 IP6_A=fd78::1
@@ -53,17 +53,19 @@ t_ucmatose() {
 
 # rping -V: SENDs carrying the buffer's address, the server's RDMA READ of
 # the client's buffer and RDMA WRITE back, each checked.
-rping_test() { # PORT SIZE COUNT
-    server rping -s -a $IP_A -p $1 -C $3 -S $2 -V
-    ready "cm_listening $1"
-    client rping -c -a $IP_A -p $1 -C $3 -S $2 -V
+rping_test() { # PORT SIZE COUNT [ADDRESS]
+    server rping -s -a ${4:-$IP_A} -p $1 -C $3 -S $2 -V
+    ready "rdma resource show cm_id | grep 'state LISTEN' | grep -q ':$1 '"
+    client rping -c -a ${4:-$IP_A} -p $1 -C $3 -S $2 -V
     finish
-    result "$3 x $2 bytes verified"
+    result "$3 x $2 bytes verified${4:+ over $4}"
 }
 t_rping() { rping_test 7401 1024 10; }
 # Messages of many FPDUs (64000 bytes over MSS-sized segments; rping takes
 # at most 65535).
 t_rping_big() { rping_test 7405 64000 5; }
+# Over IPv6 (the veths' global addresses).
+t_rping_ipv6() { rping_test 7406 1024 10 $IP6_A; }
 
 t_rdma_server() {
     server rdma_server -s $IP_A -p 7403

@@ -200,6 +200,7 @@ int softrnic_tcp_connect(struct net_device *ndev,
 			 const struct sockaddr_storage *raddr, void *ctx,
 			 struct softrnic_tcp **out);
 void softrnic_tcp_release(struct softrnic_tcp *t, bool abort);
+void softrnic_tcp_release_now(struct softrnic_tcp *t);
 void softrnic_tcp_exit(void);
 void softrnic_tcp_defer(struct softrnic_tcp *t);
 int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,

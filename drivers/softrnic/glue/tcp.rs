@@ -184,6 +184,17 @@ impl Tcp {
         }
     }
 
+    /// Close now, waiting for running callbacks and work (process context;
+    /// never from this socket's own callbacks or work): for a listening
+    /// socket, whose port must be free when its listen is gone.
+    pub(crate) fn close_now(self) {
+        let raw = self.raw;
+        core::mem::forget(self);
+        // SAFETY: our socket, used no more (`self` is gone); the caller's
+        // context is one the shim may wait in.
+        unsafe { b::softrnic_tcp_release_now(raw.as_ptr()) };
+    }
+
     /// Close with a reset (queued data dropped) when dropped.
     pub(crate) fn set_abort(&self) {
         self.abort.store(true, Ordering::Relaxed);

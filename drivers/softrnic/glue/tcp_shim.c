@@ -212,6 +212,26 @@ fail:
 static LIST_HEAD(softrnic_tcp_dead);
 static DEFINE_SPINLOCK(softrnic_tcp_dead_lock);
 
+static void softrnic_tcp_close(struct softrnic_tcp *t)
+{
+	struct sock *sk = t->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = t->saved_data_ready;
+	sk->sk_write_space = t->saved_write_space;
+	sk->sk_state_change = t->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	disable_work_sync(&t->work);
+	if (t->abort)
+		sock_no_linger(sk);
+	else
+		kernel_sock_shutdown(t->sock, SHUT_WR);
+	sock_release(t->sock);
+	softrnic_tcp_ctx_free(t->ctx);
+	kfree(t);
+}
+
 static void softrnic_tcp_reap(struct work_struct *w)
 {
 	struct softrnic_tcp *t, *next;
@@ -221,24 +241,16 @@ static void softrnic_tcp_reap(struct work_struct *w)
 	spin_lock_irqsave(&softrnic_tcp_dead_lock, flags);
 	list_splice_init(&softrnic_tcp_dead, &list);
 	spin_unlock_irqrestore(&softrnic_tcp_dead_lock, flags);
-	list_for_each_entry_safe(t, next, &list, dead) {
-		struct sock *sk = t->sock->sk;
+	list_for_each_entry_safe(t, next, &list, dead)
+		softrnic_tcp_close(t);
+}
 
-		write_lock_bh(&sk->sk_callback_lock);
-		sk->sk_user_data = NULL;
-		sk->sk_data_ready = t->saved_data_ready;
-		sk->sk_write_space = t->saved_write_space;
-		sk->sk_state_change = t->saved_state_change;
-		write_unlock_bh(&sk->sk_callback_lock);
-		disable_work_sync(&t->work);
-		if (t->abort)
-			sock_no_linger(sk);
-		else
-			kernel_sock_shutdown(t->sock, SHUT_WR);
-		sock_release(t->sock);
-		softrnic_tcp_ctx_free(t->ctx);
-		kfree(t);
-	}
+/* Let the socket go now (process context, never from its own work or
+ * callbacks): a listening socket must be gone when its listen is (the
+ * next listen on its port would find it bound). */
+void softrnic_tcp_release_now(struct softrnic_tcp *t)
+{
+	softrnic_tcp_close(t);
 }
 
 static DECLARE_WORK(softrnic_tcp_reaper, softrnic_tcp_reap);

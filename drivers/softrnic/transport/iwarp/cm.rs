@@ -24,6 +24,7 @@ use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
 use crate::glue::{HeldIbDevice, IbDevice};
 use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
+use crate::engine::Counter;
 use crate::qp_state::QpState;
 use crate::verbs::qp::After;
 
@@ -121,7 +122,12 @@ impl Listener {
             p.stopped = true;
             core::mem::take(&mut p.ceps)
         };
-        drop(self.sock.lock().take());
+        // The port is free when this returns (rdma_cm may listen on it
+        // again at once: perftest does).
+        let sock = self.sock.lock().take();
+        if let Some(t) = sock {
+            t.close_now();
+        }
         for c in ceps.iter() {
             c.abort();
         }
@@ -465,6 +471,7 @@ impl Cep {
             s.tcp.clone()
         };
         if let Some(t) = tcp.filter(|_| !buf.is_empty()) {
+            self.dev().counters().bump(Counter::IwMpaRejects);
             let _ = t.send(&buf, false);
         }
         let mut todo = Todo::default();
@@ -580,6 +587,7 @@ impl Cep {
                 }
             }
             Err(mpa::SetupError::Rejected) => {
+                self.dev().counters().bump(Counter::IwMpaRejects);
                 self.end(s, todo, ECONNREFUSED.to_errno(), false);
             }
             Err(_) => self.end(s, todo, ECONNABORTED.to_errno(), true),
@@ -676,6 +684,8 @@ impl TcpHandler for Cep {
                     }
                     Ok((n, Need::More(_))) => n,
                     Err(_) => {
+                        // Not an MPA frame (bad key, revision, length).
+                        self.dev().counters().bump(Counter::IwMpaRejects);
                         self.end(&mut s, &mut todo, ECONNABORTED.to_errno(), true);
                         data.len()
                     }

@@ -22,7 +22,9 @@ use crate::engine::rq::RecvSide;
 use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
 use crate::glue::tcp::Tcp;
 use crate::glue::IbDevice;
+use crate::engine::Counter;
 use crate::iwarp::fpdu::{build_header, cause, Cause, Segment, Trailer, MAX_HEADER};
+use crate::iwarp::fpdu::{Header, Opcode, Placement, RdmapHeader};
 use crate::iwarp::fpdu::{AtomicRequest, AtomicResponse, ReadRequest, Terminate};
 use crate::iwarp::inbound::{Inbound, InboundIo, InboundState, ReadAwaited, Received, TaggedUse};
 use crate::iwarp::mpa::Negotiated;
@@ -56,6 +58,11 @@ pub(crate) struct Stream {
     tx_off: usize,
     /// The stream failed: nothing more is parsed or sent.
     pub(crate) broken: bool,
+    /// A TERMINATE owed to the peer (the receive side found a fault):
+    /// nothing more is parsed; the sender sends it after what is built,
+    /// then the connection closes.
+    term: Option<Cause>,
+    term_sent: bool,
 }
 
 impl Stream {
@@ -89,6 +96,8 @@ impl Stream {
                 tx: KVec::new(),
                 tx_off: 0,
                 broken: false,
+                term: None,
+                term_sent: false,
                 tcp,
             },
             GFP_ATOMIC,
@@ -295,6 +304,8 @@ struct OutIo<'a> {
     inb: &'a mut InboundState,
     tx: &'a mut KVec<u8>,
     crc: bool,
+    /// FPDUs built.
+    fpdus: u64,
 }
 
 impl OutIo<'_> {
@@ -404,6 +415,7 @@ impl OutboundIo for OutIo<'_> {
             self.tx.truncate(start);
             return Err(EmitFail::Full);
         }
+        self.fpdus += 1;
         Ok(())
     }
 
@@ -429,16 +441,46 @@ impl OutboundIo for OutIo<'_> {
     }
 }
 
+/// A TERMINATE for `c` (RFC 5040 section 7: untagged queue 2, MSN 1,
+/// alone in its FPDU; no copy of the faulty headers, as for a catastrophic
+/// error), appended to `tx`.
+fn terminate_fpdu(tx: &mut KVec<u8>, c: Cause, crc: bool) -> Result {
+    let hdr = Header {
+        opcode: Opcode::Terminate,
+        last: true,
+        place: Placement::Untagged {
+            qn: 2,
+            msn: 1,
+            mo: 0,
+            inv_stag: 0,
+        },
+        rdmap: RdmapHeader::Terminate(Terminate {
+            cause: c,
+            has_len: false,
+            has_ddp: false,
+            has_rdmap: false,
+        }),
+    };
+    let mut b = [0u8; MAX_HEADER];
+    let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
+    let step: crate::crc::Update = crc32c_update;
+    let t = Trailer::new(&b[..n], &[], crc.then_some(step));
+    tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
+    tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;
+    Ok(())
+}
+
 impl Qp {
     /// Bytes from the connection's socket (its callback): parse and place
     /// them.  Returns how many were taken (all, unless the QP has no
     /// stream yet).
     pub(crate) fn iwarp_rx(&self, data: &[u8]) -> usize {
         let dev = self.dev();
+        let c = dev.counters();
         let mut after = After::default();
         let (wake, end) = {
             let mut s = self.inner.lock();
-            let (wake, end) = {
+            let (wake, stop) = {
                 let QpInner {
                     iw,
                     rq,
@@ -450,9 +492,10 @@ impl Qp {
                 let Some(st) = iw.as_deref_mut() else {
                     return 0;
                 };
-                if st.broken {
+                if st.broken || st.term.is_some() {
                     return data.len();
                 }
+                let fpdus = st.rx.fpdus;
                 let mut io = InIo {
                     qp: self,
                     dev: &dev,
@@ -473,20 +516,34 @@ impl Qp {
                 };
                 let r = st.rx.feed(data, &mut sink);
                 let (wake, terminated) = (io.wake, io.terminated);
-                let end = r.is_err() || terminated;
-                st.broken |= end;
-                (wake, end)
+                for _ in fpdus..st.rx.fpdus {
+                    c.bump(Counter::IwRxFpdus);
+                }
+                if terminated {
+                    // The peer ended the stream: no TERMINATE back.
+                    c.bump(Counter::IwTerminatesReceived);
+                    st.broken = true;
+                }
+                if let Err(f) = r {
+                    if f.cause == cause::MPA_CRC {
+                        c.bump(Counter::IwCrcErrors);
+                    }
+                    // The sender owes the peer a TERMINATE.
+                    st.term = Some(f.cause);
+                }
+                (wake, if st.broken { Some(true) } else { st.term.map(|_| false) })
             };
-            if end {
+            if stop.is_some() && s.state != QpState::Err {
                 self.enter(&mut s, QpState::Err, &mut after);
             }
-            (wake, end)
+            (wake, stop)
         };
         self.after(after);
-        if end {
-            self.iwarp_end(true);
-        } else if wake {
-            self.schedule();
+        match end {
+            Some(true) => self.iwarp_end(true),
+            Some(false) => self.schedule(),
+            None if wake => self.schedule(),
+            None => {}
         }
         data.len()
     }
@@ -499,7 +556,8 @@ impl Qp {
         }
     }
 
-    /// The QP's work item: build FPDUs and hand them to the socket.
+    /// The QP's work item: build FPDUs and hand them to the socket; after
+    /// a fault, the TERMINATE and then the close.
     pub(crate) fn iwarp_pump(&self) {
         let dev = self.dev();
         loop {
@@ -524,57 +582,78 @@ impl Qp {
                 }
             }
             let mut after = After::default();
-            let (more, fail) = {
+            let step = {
                 let mut s = self.inner.lock();
-                let (more, fail, error) = {
+                let (step, error) = {
                     let QpInner {
-                        iw,
-                        sq,
-                        sq_cons,
-                        state,
-                        ..
+                        iw, sq, sq_cons, state, ..
                     } = &mut *s;
                     let Some(st) = iw.as_deref_mut() else { return };
                     if off < buf.len() || failed {
-                        // The socket is full (its write-space callback brings
-                        // us back) or broken.
+                        // The socket is full (its write-space callback
+                        // brings us back) or broken.
                         st.tx = buf;
                         st.tx_off = off;
-                        (false, failed, false)
+                        (if failed { Step::Close(true) } else { Step::Wait }, false)
                     } else {
                         buf.clear();
                         st.tx = buf;
                         st.tx_off = 0;
-                        st.params.sending = *state == QpState::Rts;
-                        let mut io = OutIo {
-                            q: SendQueue {
-                                qp: self,
-                                dev: &dev,
-                                sq,
-                                sq_cons,
-                                after: &mut after,
-                            },
-                            answers: &mut st.answers,
-                            inb: &mut st.inb,
-                            tx: &mut st.tx,
-                            crc: st.crc,
-                        };
-                        let o: Outcome = st.out.emit(&st.params, &mut io);
-                        (!st.tx.is_empty() && !o.fatal, o.fatal, o.error)
+                        if st.term_sent {
+                            // The TERMINATE went out: close.
+                            (Step::Close(false), false)
+                        } else if let Some(c) = st.term {
+                            // What was built went out: now the TERMINATE.
+                            st.term_sent = true;
+                            if terminate_fpdu(&mut st.tx, c, st.crc).is_ok() {
+                                dev.counters().bump(Counter::IwTerminatesSent);
+                                (Step::Again, false)
+                            } else {
+                                (Step::Close(true), false)
+                            }
+                        } else {
+                            st.params.sending = *state == QpState::Rts;
+                            let mut io = OutIo {
+                                q: SendQueue {
+                                    qp: self,
+                                    dev: &dev,
+                                    sq,
+                                    sq_cons,
+                                    after: &mut after,
+                                },
+                                answers: &mut st.answers,
+                                inb: &mut st.inb,
+                                tx: &mut st.tx,
+                                crc: st.crc,
+                                fpdus: 0,
+                            };
+                            let o: Outcome = st.out.emit(&st.params, &mut io);
+                            let sent = io.fpdus;
+                            for _ in 0..sent {
+                                dev.counters().bump(Counter::IwTxFpdus);
+                            }
+                            if o.fatal {
+                                // (The peer learns why.)
+                                st.term = Some(cause::LOCAL_CATASTROPHIC);
+                            }
+                            let again = !st.tx.is_empty() || st.term.is_some();
+                            (if again { Step::Again } else { Step::Wait }, o.error || o.fatal)
+                        }
                     }
                 };
                 if error && s.state != QpState::Err {
                     self.enter(&mut s, QpState::Err, &mut after);
                 }
-                (more, fail)
+                step
             };
             self.after(after);
-            if fail {
-                self.iwarp_end(true);
-                return;
-            }
-            if !more {
-                return;
+            match step {
+                Step::Again => {}
+                Step::Wait => return,
+                Step::Close(abort) => {
+                    self.iwarp_end(abort);
+                    return;
+                }
             }
         }
     }
@@ -583,4 +662,14 @@ impl Qp {
     pub(crate) fn iwarp_writable(&self) {
         self.schedule();
     }
+}
+
+/// What the sender does next.
+enum Step {
+    /// Hand over what was just built.
+    Again,
+    /// Nothing to do until more work or write space.
+    Wait,
+    /// End the connection (`true`: with a reset).
+    Close(bool),
 }

@@ -55,6 +55,12 @@ finish() {
     SRV_RC=$?
     echo "--- server: exit $SRV_RC"; cat /tmp/srv.out
     echo "--- client: exit $CLI_RC"; cat /tmp/cli.out
+    if [ "$CLI_RC" != 0 ] || [ "$SRV_RC" != 0 ]; then
+        # The devices' counters tell which end gave up, and why.
+        for d in $DEV_A $DEV_B; do
+            echo "--- $d counters:"; rdma statistic show link $d/1 2>&1 | tr -s ' \n' ' '; echo
+        done
+    fi
     [ "$CLI_RC" = 0 ] || fail "$(ended client "$CLI_RC" /tmp/cli.out)"
     [ "$SRV_RC" = 0 ] || fail "$(ended server "$SRV_RC" /tmp/srv.out)"
 }

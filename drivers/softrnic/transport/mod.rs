@@ -34,7 +34,7 @@ impl Qp {
     pub(crate) fn timeout(&self) {
         match self.transport {
             Transport::Roce => self.roce_timeout(),
-            Transport::Iwarp => {}
+            Transport::Iwarp => self.iwarp_timeout(),
         }
     }
 }

@@ -20,11 +20,11 @@ use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
 
+use crate::engine::Counter;
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
 use crate::glue::{HeldIbDevice, IbDevice};
 use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
-use crate::engine::Counter;
 use crate::qp_state::QpState;
 use crate::verbs::qp::After;
 
@@ -423,7 +423,7 @@ impl Cep {
             rep.build(&mut buf).map_err(|_| EINVAL)?;
             // The QP runs before the reply leaves: the initiator may send
             // as soon as it has it.
-            bind_qp(&qp, &self, decision.0, tcp.clone())?;
+            bind_qp(&qp, &self, decision.0, tcp.clone(), true)?;
             s.neg = Some(decision.0);
             s.qpn = Some(p.qpn);
             s.id = Some(id.clone_held());
@@ -573,7 +573,7 @@ impl Cep {
             Ok(neg) => {
                 let qp = s.qpn.and_then(|n| self.dev().verbs().qps.get(n));
                 let tcp = s.tcp.clone();
-                match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t)) {
+                match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t, false)) {
                     Some(Ok(())) => {
                         s.neg = Some(neg);
                         s.phase = Phase::Connected;
@@ -597,11 +597,17 @@ impl Cep {
 
 /// Bind a QP to the connection and move it to RTS (iWARP: the provider
 /// does, as siw does, once MPA setup succeeded).
-fn bind_qp(qp: &crate::verbs::qp::Qp, cep: &Cep, neg: Negotiated, tcp: Arc<Tcp>) -> Result {
+fn bind_qp(
+    qp: &crate::verbs::qp::Qp,
+    cep: &Cep,
+    neg: Negotiated,
+    tcp: Arc<Tcp>,
+    responder: bool,
+) -> Result {
     // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
     let me = unsafe { arc_of(cep) };
     let slots = qp.inner.lock().sq.slots();
-    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots)?;
+    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots, responder)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
@@ -611,6 +617,10 @@ fn bind_qp(qp: &crate::verbs::qp::Qp, cep: &Cep, neg: Negotiated, tcp: Arc<Tcp>)
         q.iw = Some(stream);
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
+        }
+        if responder {
+            let dying = q.eng.dying;
+            qp.arm_timer(dying, crate::transport::iwarp::stream::HOLD_USECS);
         }
     }
     qp.after(after);

@@ -20,12 +20,12 @@ use crate::crc::crc32c_update;
 use crate::engine::mem::{self, Data, REMOTE_READ};
 use crate::engine::rq::RecvSide;
 use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
+use crate::engine::Counter;
 use crate::glue::tcp::Tcp;
 use crate::glue::IbDevice;
-use crate::engine::Counter;
 use crate::iwarp::fpdu::{build_header, cause, Cause, Segment, Trailer, MAX_HEADER};
-use crate::iwarp::fpdu::{Header, Opcode, Placement, RdmapHeader};
 use crate::iwarp::fpdu::{AtomicRequest, AtomicResponse, ReadRequest, Terminate};
+use crate::iwarp::fpdu::{Header, Opcode, Placement, RdmapHeader};
 use crate::iwarp::inbound::{Inbound, InboundIo, InboundState, ReadAwaited, Received, TaggedUse};
 use crate::iwarp::mpa::Negotiated;
 use crate::iwarp::outbound::{Answer, EmitFail, OutWqe, Outbound, OutboundIo, OutboundParams};
@@ -63,7 +63,15 @@ pub(crate) struct Stream {
     /// then the connection closes.
     term: Option<Cause>,
     term_sent: bool,
+    /// The responder sends nothing until the initiator's first FPDU has
+    /// arrived (RFC 5044 section 7.1.2; siw fails a connection whose first
+    /// FPDU follows its reply too closely), or, should the initiator's
+    /// application wait for ours, until `HOLD_USECS` have passed.
+    hold: bool,
 }
+
+/// How long a responder waits for the initiator's first FPDU at most.
+pub(crate) const HOLD_USECS: u64 = 200_000;
 
 impl Stream {
     /// The stream of a connection set up with `neg`, for a send queue of
@@ -73,6 +81,7 @@ impl Stream {
         tcp: Arc<Tcp>,
         neg: &Negotiated,
         sq_slots: u32,
+        responder: bool,
     ) -> Result<KBox<Stream>> {
         let mut slots = KVec::new();
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
@@ -98,6 +107,7 @@ impl Stream {
                 broken: false,
                 term: None,
                 term_sent: false,
+                hold: responder,
                 tcp,
             },
             GFP_ATOMIC,
@@ -515,9 +525,14 @@ impl Qp {
                     state: &mut st.inb,
                 };
                 let r = st.rx.feed(data, &mut sink);
-                let (wake, terminated) = (io.wake, io.terminated);
+                let (mut wake, terminated) = (io.wake, io.terminated);
                 for _ in fpdus..st.rx.fpdus {
                     c.bump(Counter::IwRxFpdus);
+                }
+                let released = st.hold && st.rx.fpdus > fpdus;
+                if released {
+                    st.hold = false;
+                    wake = true;
                 }
                 if terminated {
                     // The peer ended the stream: no TERMINATE back.
@@ -531,7 +546,14 @@ impl Qp {
                     // The sender owes the peer a TERMINATE.
                     st.term = Some(f.cause);
                 }
-                (wake, if st.broken { Some(true) } else { st.term.map(|_| false) })
+                (
+                    wake,
+                    if st.broken {
+                        Some(true)
+                    } else {
+                        st.term.map(|_| false)
+                    },
+                )
             };
             if stop.is_some() && s.state != QpState::Err {
                 self.enter(&mut s, QpState::Err, &mut after);
@@ -586,7 +608,11 @@ impl Qp {
                 let mut s = self.inner.lock();
                 let (step, error) = {
                     let QpInner {
-                        iw, sq, sq_cons, state, ..
+                        iw,
+                        sq,
+                        sq_cons,
+                        state,
+                        ..
                     } = &mut *s;
                     let Some(st) = iw.as_deref_mut() else { return };
                     if off < buf.len() || failed {
@@ -594,7 +620,14 @@ impl Qp {
                         // brings us back) or broken.
                         st.tx = buf;
                         st.tx_off = off;
-                        (if failed { Step::Close(true) } else { Step::Wait }, false)
+                        (
+                            if failed {
+                                Step::Close(true)
+                            } else {
+                                Step::Wait
+                            },
+                            false,
+                        )
                     } else {
                         buf.clear();
                         st.tx = buf;
@@ -611,6 +644,8 @@ impl Qp {
                             } else {
                                 (Step::Close(true), false)
                             }
+                        } else if st.hold {
+                            (Step::Wait, false)
                         } else {
                             st.params.sending = *state == QpState::Rts;
                             let mut io = OutIo {
@@ -637,7 +672,10 @@ impl Qp {
                                 st.term = Some(cause::LOCAL_CATASTROPHIC);
                             }
                             let again = !st.tx.is_empty() || st.term.is_some();
-                            (if again { Step::Again } else { Step::Wait }, o.error || o.fatal)
+                            (
+                                if again { Step::Again } else { Step::Wait },
+                                o.error || o.fatal,
+                            )
                         }
                     }
                 };
@@ -660,6 +698,15 @@ impl Qp {
 
     /// The socket has room again.
     pub(crate) fn iwarp_writable(&self) {
+        self.schedule();
+    }
+
+    /// The QP's timer: a responder has waited long enough for the
+    /// initiator's first FPDU.
+    pub(crate) fn iwarp_timeout(&self) {
+        if let Some(st) = self.inner.lock().iw.as_deref_mut() {
+            st.hold = false;
+        }
         self.schedule();
     }
 }

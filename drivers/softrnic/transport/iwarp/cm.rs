@@ -607,7 +607,7 @@ fn bind_qp(
     // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
     let me = unsafe { arc_of(cep) };
     let slots = qp.inner.lock().sq.slots();
-    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots, responder)?;
+    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
@@ -618,10 +618,17 @@ fn bind_qp(
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
         }
-        if responder {
-            let dying = q.eng.dying;
-            qp.arm_timer(dying, crate::transport::iwarp::stream::HOLD_USECS);
-        }
+        // Until the timer (or the peer's first FPDU) the stream sends
+        // nothing (see `Stream::hold`).
+        let dying = q.eng.dying;
+        qp.arm_timer(
+            dying,
+            if responder {
+                crate::transport::iwarp::stream::RESPONDER_HOLD_USECS
+            } else {
+                crate::transport::iwarp::stream::INITIATOR_HOLD_USECS
+            },
+        );
     }
     qp.after(after);
     // Work posted before the connection was up.

@@ -63,15 +63,21 @@ pub(crate) struct Stream {
     /// then the connection closes.
     term: Option<Cause>,
     term_sent: bool,
-    /// The responder sends nothing until the initiator's first FPDU has
-    /// arrived (RFC 5044 section 7.1.2; siw fails a connection whose first
-    /// FPDU follows its reply too closely), or, should the initiator's
-    /// application wait for ours, until `HOLD_USECS` have passed.
+    /// Nothing is sent yet.  The responder waits for the initiator's
+    /// first FPDU (RFC 5044 section 7.1.2; siw fails a connection whose
+    /// first FPDU follows its reply too closely), or, should the
+    /// initiator's application wait for ours, `RESPONDER_HOLD_USECS`.  The
+    /// initiator waits `INITIATOR_HOLD_USECS` (or for the responder's first
+    /// FPDU): siw as a responder sends its reply before it gives its socket
+    /// to the QP, and an FPDU that lands in between is never read (its
+    /// data-ready callback ignores it), so the connection hangs.
     hold: bool,
 }
 
 /// How long a responder waits for the initiator's first FPDU at most.
-pub(crate) const HOLD_USECS: u64 = 200_000;
+pub(crate) const RESPONDER_HOLD_USECS: u64 = 200_000;
+/// How long an initiator waits after the MPA reply before its first FPDU.
+pub(crate) const INITIATOR_HOLD_USECS: u64 = 20_000;
 
 impl Stream {
     /// The stream of a connection set up with `neg`, for a send queue of
@@ -81,7 +87,6 @@ impl Stream {
         tcp: Arc<Tcp>,
         neg: &Negotiated,
         sq_slots: u32,
-        responder: bool,
     ) -> Result<KBox<Stream>> {
         let mut slots = KVec::new();
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
@@ -107,7 +112,7 @@ impl Stream {
                 broken: false,
                 term: None,
                 term_sent: false,
-                hold: responder,
+                hold: true,
                 tcp,
             },
             GFP_ATOMIC,
@@ -701,8 +706,8 @@ impl Qp {
         self.schedule();
     }
 
-    /// The QP's timer: a responder has waited long enough for the
-    /// initiator's first FPDU.
+    /// The QP's timer: the stream has held its first FPDU long enough
+    /// (see `Stream::hold`).
     pub(crate) fn iwarp_timeout(&self) {
         if let Some(st) = self.inner.lock().iw.as_deref_mut() {
             st.hold = false;

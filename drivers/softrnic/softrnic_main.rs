@@ -60,6 +60,12 @@ module! {
     authors: ["softrnic developers"],
     description: "softrnic: software RDMA NIC (RoCEv2 and iWARP) over any netdev",
     license: "GPL",
+    params: {
+        mpa_crc: u32 {
+            default: 1,
+            description: "iWARP MPA CRC-32C: 0 off (used only if the peer asks), 1 asked for (RFC 5044's default), 2 required",
+        },
+    },
 }
 
 struct SoftRnicModule;
@@ -79,6 +85,7 @@ impl kernel::Module for SoftRnicModule {
 impl Drop for SoftRnicModule {
     fn drop(&mut self) {
         device::exit();
+        glue::tcp::exit();
         glue::net::unregister();
         verbs::report_live();
         pr_info!("unloaded\n");

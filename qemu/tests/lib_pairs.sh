@@ -1,8 +1,9 @@
-# Helpers for guest suites that run stock RDMA programs between two RoCE
+# Helpers for guest suites that run stock RDMA programs between two RDMA
 # devices in two network namespaces joined by a veth pair (traffic.sh,
-# faults.sh).  Sourced after lib.sh; the suite sets NS_A VETH_A IP_A IP6_A,
-# NS_B VETH_B IP_B IP6_B, DEV_A DEV_B, TYPE_A TYPE_B (rxe or sr), PAIR,
-# PAIR_TAG and T (seconds per program end).
+# faults.sh: RoCE; iwarp.sh: iWARP).  Sourced after lib.sh; the suite sets
+# NS_A VETH_A IP_A IP6_A, NS_B VETH_B IP_B IP6_B, DEV_A DEV_B, TYPE_A TYPE_B
+# (rxe or sr: RoCE; siw or sw, softrnic_iwarp: iWARP), PAIR, PAIR_TAG and T
+# (seconds per program end).
 
 # errline FILE: the last error-looking line of FILE; lastline: that, else the last line.
 errline() {
@@ -54,6 +55,12 @@ finish() {
     SRV_RC=$?
     echo "--- server: exit $SRV_RC"; cat /tmp/srv.out
     echo "--- client: exit $CLI_RC"; cat /tmp/cli.out
+    if [ "$CLI_RC" != 0 ] || [ "$SRV_RC" != 0 ]; then
+        # The devices' counters tell which end gave up, and why.
+        for d in $DEV_A $DEV_B; do
+            echo "--- $d counters:"; rdma statistic show link $d/1 2>&1 | tr -s ' \n' ' '; echo
+        done
+    fi
     [ "$CLI_RC" = 0 ] || fail "$(ended client "$CLI_RC" /tmp/cli.out)"
     [ "$SRV_RC" = 0 ] || fail "$(ended server "$SRV_RC" /tmp/srv.out)"
 }
@@ -81,7 +88,9 @@ pingpong() {
 mbits() { sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' "$1" | head -n 1; }
 
 # perftest PROGRAM PORT ARGS...: both ends of a perftest program (TCP
-# out-of-band exchange); the client's results table is in /tmp/cli.out.
+# out-of-band exchange, or rdma_cm with -R: then SRV_BIND, if set, is the
+# address the server listens on); the client's results table is in
+# /tmp/cli.out.
 # On a slower kernel the QPs get a local ACK timeout of 4.3 s (-u 20) instead
 # of perftest's 67 ms: on the debug kernel the round trip of a full window
 # outgrew 67 ms on a clean link, and softrnic's sr:sr write/read/send_bw ended
@@ -90,9 +99,9 @@ mbits() { sed -n 's/.* = \([0-9.]*\) Mbit\/sec$/\1Mbit\/s/p' "$1" | head -n 1; }
 perftest() {
     prog=$1 port=$2; shift 2
     [ "$SLOW" -gt 1 ] && set -- -u 20 "$@"
-    server $prog -d $DEV_A -x $GID_A -p $port -F "$@"
+    server $prog -d $DEV_A ${GID_A:+-x $GID_A} ${SRV_BIND:+--bind_source_ip $SRV_BIND} -p $port -F "$@"
     ready "tcp_listening $port"
-    client $prog -d $DEV_B -x $GID_B -p $port -F "$@" $IP_A
+    client $prog -d $DEV_B ${GID_B:+-x $GID_B} -p $port -F "$@" $IP_A
     finish
 }
 
@@ -116,6 +125,8 @@ make_dev() {
     case $1 in
     rxe) modprobe rdma_rxe || return 1; lt=rxe ;;
     sr) modprobe softrnic || return 1; lt=softrnic_roce ;;
+    siw) modprobe siw || return 1; lt=siw ;;
+    sw) modprobe softrnic || return 1; lt=softrnic_iwarp ;;
     *) echo "unknown device type $1"; return 1 ;;
     esac
     ip netns exec $2 rdma link add $4 type $lt netdev $3
@@ -149,6 +160,12 @@ setup_pair() { # TYPE_A TYPE_B
     for d in $DEV_A $DEV_B; do
         wait_for "ibv_devinfo -d $d | grep -q PORT_ACTIVE" 100 || { echo "$d: port not active"; return 1; }
     done
+    if is_iwarp; then
+        # iWARP: rdma_cm finds the devices by address; no GIDs to pick.
+        GID_A= GID_B= MTU=$(ip -n $NS_A -o link show $VETH_A | sed -n 's/.* mtu \([0-9]*\).*/\1/p')
+        echo "# $PAIR: $DEV_A ($NS_A $IP_A) <-> $DEV_B ($NS_B $IP_B)"
+        return 0
+    fi
     wait_for '[ -n "$(gid_index $DEV_A $IP_A)" ] && [ -n "$(gid_index $DEV_B $IP_B)" ]' 100 ||
         { echo "no RoCE v2 GID for $IP_A on $DEV_A or $IP_B on $DEV_B"; ibv_devinfo -v -d $DEV_A | grep GID;
           ibv_devinfo -v -d $DEV_B | grep GID; return 1; }
@@ -201,12 +218,14 @@ run_one() {
     fi
     return $rc
 }
-is_reference() { [ "$TYPE_A" = rxe ] && [ "$TYPE_B" = rxe ]; }
+# The pairs that run no softrnic code: rxe:rxe and siw:siw.
+is_reference() { [ "$TYPE_A" = "$TYPE_B" ] && { [ "$TYPE_A" = rxe ] || [ "$TYPE_A" = siw ]; }; }
+is_iwarp() { [ "$TYPE_A" = siw ] || [ "$TYPE_A" = sw ]; }
 # plan_pairs N: the suite's plan, N verdicts for each pair of $PAIRS but the
 # reference pair (rxe:rxe).
 plan_pairs() {
     _n=0
-    for _p in $PAIRS; do [ $_p = rxe:rxe ] || _n=$((_n + $1)); done
+    for _p in $PAIRS; do [ $_p = rxe:rxe ] || [ $_p = siw:siw ] || _n=$((_n + $1)); done
     plan $_n
 }
 

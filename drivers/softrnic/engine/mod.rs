@@ -39,9 +39,19 @@ pub(crate) enum Counter {
     Retransmits,
     AckTimeouts,
     TxErrors,
+    /// iWARP: FPDUs received whole and sent.
+    IwRxFpdus,
+    IwTxFpdus,
+    /// iWARP: FPDUs whose MPA CRC was wrong.
+    IwCrcErrors,
+    IwTerminatesSent,
+    IwTerminatesReceived,
+    /// iWARP: connection setups refused (a reject sent or received, or a
+    /// bad MPA frame).
+    IwMpaRejects,
 }
 
-pub(crate) const COUNTERS: usize = 14;
+pub(crate) const COUNTERS: usize = 20;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_packets",
     c"rx_packets",
@@ -57,6 +67,12 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"retransmits",
     c"ack_timeouts",
     c"tx_errors",
+    c"iw_rx_fpdus",
+    c"iw_tx_fpdus",
+    c"iw_crc_errors",
+    c"iw_terminates_sent",
+    c"iw_terminates_received",
+    c"iw_mpa_rejects",
 ];
 
 impl From<crate::roce::Count> for Counter {

@@ -9,13 +9,14 @@ mod attrs;
 pub(crate) mod bindings;
 pub(crate) mod deferred;
 pub(crate) mod events;
-mod iw_ops;
+pub(crate) mod iw_ops;
 pub(crate) mod memory;
 pub(crate) mod net;
 pub(crate) mod objects;
 mod ops;
 pub(crate) mod ring;
 pub(crate) mod table;
+pub(crate) mod tcp;
 pub(crate) mod umem;
 mod verbs_ops;
 
@@ -100,6 +101,8 @@ pub(crate) struct IbDevice(NonNull<SoftRnicIbDev>);
 // SAFETY: ib_devices are used from any thread; all mutation goes through
 // ib_core calls that do their own locking, or atomics.
 unsafe impl Send for IbDevice {}
+// SAFETY: as above: its shared methods read immutable parts or call ib_core.
+unsafe impl Sync for IbDevice {}
 
 impl IbDevice {
     /// Allocate an ib_device with our driver part, set its attributes and ops
@@ -259,6 +262,10 @@ impl IbDevice {
 pub(crate) struct HeldIbDevice(IbDevice);
 
 impl HeldIbDevice {
+    pub(crate) fn dev(&self) -> &IbDevice {
+        &self.0
+    }
+
     pub(crate) fn is(&self, other: &IbDevice) -> bool {
         self.0.is(other)
     }
@@ -370,6 +377,12 @@ impl Drop for HeldNetDevice {
 pub(crate) fn page_size() -> u64 {
     // SAFETY: returns a constant.
     unsafe { bindings::softrnic_page_size() as u64 }
+}
+
+/// Sleep for about `ms` milliseconds (process context).
+pub(crate) fn sleep_ms(ms: u32) {
+    // SAFETY: plain call; callers are in process context.
+    unsafe { bindings::msleep(ms) }
 }
 
 /// A random byte (for the key byte of lkeys and rkeys).

@@ -18,6 +18,7 @@
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/vmalloc.h>
+#include <linux/delay.h>
 #include <linux/xarray.h>
 #include <linux/completion.h>
 #include <linux/random.h>
@@ -170,5 +171,46 @@ void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *));
 void softrnic_timer_arm(struct timer_list *t, u64 usecs);
 void softrnic_timer_stop(struct timer_list *t);
 void softrnic_timer_shutdown(struct timer_list *t);
+
+/*
+ * TCP sockets for iWARP (glue/tcp_shim.c).
+ */
+struct softrnic_tcp;
+enum softrnic_tcp_event {
+	SOFTRNIC_TCP_READABLE = 1,
+	SOFTRNIC_TCP_WRITABLE = 2,
+	SOFTRNIC_TCP_STATE = 3,
+};
+/* Implemented in Rust (glue/tcp.rs): a socket callback (softirq or process
+ * context, the socket's callback lock held for reading), the socket's
+ * deferred work (process context), and bytes read from the socket (the
+ * count taken). */
+void softrnic_tcp_event(void *ctx, struct softrnic_tcp *t, int event);
+void softrnic_tcp_work(void *ctx, struct softrnic_tcp *t);
+size_t softrnic_tcp_bytes(void *ctx, const u8 *data, size_t len);
+void softrnic_tcp_ctx_free(void *ctx);
+
+int softrnic_tcp_listen(struct net_device *ndev,
+			const struct sockaddr_storage *addr, bool v6only,
+			int backlog, void *ctx, struct softrnic_tcp **out);
+int softrnic_tcp_accept(struct softrnic_tcp *l, void *ctx,
+			struct softrnic_tcp **out);
+int softrnic_tcp_connect(struct net_device *ndev,
+			 const struct sockaddr_storage *laddr,
+			 const struct sockaddr_storage *raddr, void *ctx,
+			 struct softrnic_tcp **out);
+void softrnic_tcp_release(struct softrnic_tcp *t, bool abort);
+void softrnic_tcp_release_now(struct softrnic_tcp *t);
+void softrnic_tcp_exit(void);
+void softrnic_tcp_defer(struct softrnic_tcp *t);
+int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
+		      bool more);
+int softrnic_tcp_wspace(struct softrnic_tcp *t);
+unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);
+bool softrnic_tcp_closed(struct softrnic_tcp *t);
+int softrnic_tcp_error(struct softrnic_tcp *t);
+int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
+		       struct sockaddr_storage *remote);
+int softrnic_tcp_read(struct softrnic_tcp *t, bool locked);
 
 #endif

@@ -742,6 +742,7 @@ pub(super) unsafe extern "C" fn create_qp(
             (*(*p).ib.as_ptr()).qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
             addr_of_mut!((*p).cpu).write(Qp::pick_cpu(qpn));
+            addr_of_mut!((*p).iw_refs).write(core::sync::atomic::AtomicU32::new(0));
             Qp::init_deferred(p);
         }
         init.cap.max_send_wr = caps.max_send_wr;
@@ -799,6 +800,9 @@ pub(super) unsafe extern "C" fn modify_qp(
         None
     };
     let mut after = After::default();
+    // iWARP: the connection a move to SQD, ERR or RESET ends (after the
+    // lock; `true`: abortively).
+    let mut ending = None;
     let result = (|| -> Result {
         let mut s = q.inner.lock();
         let cur = if mask & attr::CUR_STATE != 0 {
@@ -851,10 +855,17 @@ pub(super) unsafe extern "C" fn modify_qp(
         )?;
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
+            if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
+                let how = (next != QpState::Sqd, next == QpState::Reset);
+                ending = s.iw.as_ref().map(|st| (st.cep.clone(), how));
+            }
         }
         Ok(())
     })();
     q.after(after);
+    if let Some((cep, (abort, reset))) = ending {
+        cep.disconnect(abort, reset);
+    }
     if result.is_ok() && mask & attr::STATE != 0 {
         // Work posted before RTS runs now.
         q.doorbell(true);
@@ -957,6 +968,16 @@ pub(super) unsafe extern "C" fn destroy_qp(
             if mcast_leave(&d, &g, qpn).is_err() {
                 break;
             }
+        }
+        // An iWARP connection still up ends with it (reset).
+        let stream = (*p).inner.lock().iw.take();
+        if let Some(st) = stream {
+            st.cep.disconnect(true, false);
+        }
+        // iw_cm lets its references go when it has handled the CLOSE
+        // (or destroyed its id): until then it may still modify the QP.
+        while (*p).iw_refs.load(core::sync::atomic::Ordering::Acquire) != 0 {
+            crate::glue::sleep_ms(1);
         }
         core::ptr::drop_in_place(addr_of_mut!((*p).inner));
         d.verbs().uncharge(Kind::Qp);

@@ -26,7 +26,7 @@ impl Qp {
     pub(crate) fn pump(&self, work: bool) {
         match self.transport {
             Transport::Roce => self.roce_pump(work),
-            Transport::Iwarp => {}
+            Transport::Iwarp => self.iwarp_pump(),
         }
     }
 
@@ -34,7 +34,7 @@ impl Qp {
     pub(crate) fn timeout(&self) {
         match self.transport {
             Transport::Roce => self.roce_timeout(),
-            Transport::Iwarp => {}
+            Transport::Iwarp => self.iwarp_timeout(),
         }
     }
 }

@@ -72,6 +72,9 @@ pub(crate) struct Qp {
     pub(crate) timer: crate::glue::deferred::Timer,
     /// The CPU the QP's packets are sent from.
     pub(crate) cpu: u32,
+    /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
+    /// are gone, as iw_cm may still move the QP to ERR until then.
+    pub(crate) iw_refs: core::sync::atomic::AtomicU32,
 }
 
 pub(crate) struct QpInner {
@@ -85,6 +88,8 @@ pub(crate) struct QpInner {
     pub(crate) sq_cons: u32,
     pub(crate) rq_cons: u32,
     pub(crate) eng: Engine,
+    /// iWARP: the connection the QP runs on, once MPA setup bound it.
+    pub(crate) iw: Option<KBox<crate::transport::iwarp::stream::Stream>>,
 }
 
 /// The rings and caps `create` makes, before the QP object exists.
@@ -139,6 +144,7 @@ impl QpQueues {
                 sq_cons: 0,
                 rq_cons: 0,
                 eng: Engine::new(sq_slots)?,
+                iw: None,
             },
             caps,
         })

@@ -6,6 +6,9 @@
 //! needs the wire.  A failed one completes in error and moves the QP to
 //! ERR, which flushes the rest.
 
+pub(crate) mod cm;
+pub(crate) mod stream;
+
 use crate::abi::SendWqe;
 use crate::engine::sq::{SendQueue, Track};
 use crate::qp_state::QpState;
@@ -14,6 +17,11 @@ use crate::verbs::qp::{After, Qp, QpInner};
 
 impl Qp {
     pub(crate) fn iwarp_doorbell(&self) {
+        // Connected: the stream's sender (the work item) takes it.
+        if self.inner.lock().iw.is_some() {
+            self.schedule();
+            return;
+        }
         let dev = self.dev();
         let mut after = After::default();
         {

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Kernel TCP sockets for iWARP (the C side is `tcp_shim.c`).  A `Tcp` is
+//! one socket in the namespace of a device's netdev (holding a reference on
+//! the namespace), owned: dropping it, in any context, hands it to the
+//! shim's reaper, which stops its callbacks and work, closes it and then
+//! lets its handler go.  Its callbacks go to a `TcpHandler` the socket keeps
+//! alive until then.
+
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use kernel::ffi;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::bindings as b;
+use super::NetDevice;
+
+/// A socket address (IPv4 or IPv6), as the kernel stores it.
+#[derive(Clone, Copy)]
+pub(crate) struct SockAddr(pub(crate) b::__kernel_sockaddr_storage);
+
+// SAFETY: a plain address value (its pointer member only aligns the union).
+unsafe impl Send for SockAddr {}
+// SAFETY: as above.
+unsafe impl Sync for SockAddr {}
+
+impl Default for SockAddr {
+    fn default() -> Self {
+        // SAFETY: an all-zero sockaddr_storage is valid (family AF_UNSPEC).
+        SockAddr(unsafe { core::mem::zeroed() })
+    }
+}
+
+/// What a socket callback reports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum TcpEvent {
+    /// Bytes (or, on a listening socket, a connection) are waiting.
+    Readable,
+    /// The send buffer has room again.
+    Writable,
+    /// The connection's state changed (closed, reset, failed).
+    State,
+}
+
+/// The owner of a socket's callbacks.
+pub(crate) trait TcpHandler: Send + Sync {
+    /// A callback of the socket (softirq or process context; the socket's
+    /// callback lock is held: `s` must not be released from here).
+    fn event(&self, s: TcpRef<'_>, ev: TcpEvent);
+    /// The socket's deferred work ([`TcpRef::defer`]), in process context.
+    fn work(&self, s: TcpRef<'_>);
+    /// Bytes read from the stream ([`TcpRef::read`]): how many are taken
+    /// (the rest stay in the socket).
+    fn bytes(&self, data: &[u8]) -> usize;
+}
+
+/// The context the C side carries: the handler, kept alive.
+type Ctx = Arc<dyn TcpHandler>;
+
+/// An open socket we own.
+pub(crate) struct Tcp {
+    raw: NonNull<b::softrnic_tcp>,
+    /// Closed with a reset rather than a FIN.
+    abort: AtomicBool,
+}
+
+// SAFETY: the shim's socket calls may come from any thread; the handler is
+// Send + Sync.
+unsafe impl Send for Tcp {}
+// SAFETY: as above; the shared methods are the kernel's own thread-safe calls.
+unsafe impl Sync for Tcp {}
+
+/// A socket lent to a callback.
+#[derive(Clone, Copy)]
+pub(crate) struct TcpRef<'a> {
+    raw: NonNull<b::softrnic_tcp>,
+    _p: core::marker::PhantomData<&'a Tcp>,
+}
+
+fn ctx_new(h: Ctx) -> Result<NonNull<Ctx>> {
+    let b = KBox::new(h, GFP_KERNEL)?;
+    // SAFETY: KBox::into_raw never returns null.
+    Ok(unsafe { NonNull::new_unchecked(KBox::into_raw(b)) })
+}
+
+/// # Safety
+/// `ctx` came from `ctx_new` and nothing uses it any more.
+unsafe fn ctx_free(ctx: NonNull<Ctx>) {
+    // SAFETY: per the contract.
+    drop(unsafe { KBox::from_raw(ctx.as_ptr()) });
+}
+
+fn errno(ret: ffi::c_int) -> Result<ffi::c_int> {
+    if ret < 0 {
+        Err(Error::from_errno(ret))
+    } else {
+        Ok(ret)
+    }
+}
+
+impl Tcp {
+    /// Wrap what the shim opened with `ctx` (freeing `ctx` on failure).
+    fn opened(ret: ffi::c_int, raw: *mut b::softrnic_tcp, ctx: NonNull<Ctx>) -> Result<Tcp> {
+        match (errno(ret), NonNull::new(raw)) {
+            (Ok(_), Some(raw)) => Ok(Tcp {
+                raw,
+                abort: AtomicBool::new(false),
+            }),
+            (r, _) => {
+                // SAFETY: the shim did not take `ctx`.
+                unsafe { ctx_free(ctx) };
+                Err(r.err().unwrap_or(ENOMEM))
+            }
+        }
+    }
+
+    /// Listen on `addr` in `ndev`'s namespace.
+    pub(crate) fn listen(
+        ndev: &NetDevice,
+        addr: &SockAddr,
+        v6only: bool,
+        backlog: i32,
+        h: Ctx,
+    ) -> Result<Tcp> {
+        let ctx = ctx_new(h)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: a live netdev, a valid address; `ctx` stays valid until
+        // the socket is released (Drop).
+        let ret = unsafe {
+            b::softrnic_tcp_listen(
+                ndev.0.as_ptr(),
+                &addr.0,
+                v6only,
+                backlog,
+                ctx.as_ptr().cast(),
+                &mut raw,
+            )
+        };
+        Tcp::opened(ret, raw, ctx)
+    }
+
+    /// Connect from `laddr` to `raddr` (blocks; process context).
+    pub(crate) fn connect(
+        ndev: &NetDevice,
+        laddr: &SockAddr,
+        raddr: &SockAddr,
+        h: Ctx,
+    ) -> Result<Tcp> {
+        let ctx = ctx_new(h)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: as in `listen`.
+        let ret = unsafe {
+            b::softrnic_tcp_connect(
+                ndev.0.as_ptr(),
+                &laddr.0,
+                &raddr.0,
+                ctx.as_ptr().cast(),
+                &mut raw,
+            )
+        };
+        Tcp::opened(ret, raw, ctx)
+    }
+
+    /// The next waiting connection of a listening socket, handled by `h`
+    /// (process context).
+    pub(crate) fn accept(&self, h: Ctx) -> Result<Option<Tcp>> {
+        let ctx = ctx_new(h)?;
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: our socket; `ctx` as in `listen`.
+        let ret =
+            unsafe { b::softrnic_tcp_accept(self.raw.as_ptr(), ctx.as_ptr().cast(), &mut raw) };
+        match Tcp::opened(ret, raw, ctx) {
+            Ok(t) => Ok(Some(t)),
+            Err(e) if e == EAGAIN => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(crate) fn as_ref(&self) -> TcpRef<'_> {
+        TcpRef {
+            raw: self.raw,
+            _p: core::marker::PhantomData,
+        }
+    }
+
+    /// Close now, waiting for running callbacks and work (process context;
+    /// never from this socket's own callbacks or work): for a listening
+    /// socket, whose port must be free when its listen is gone.
+    pub(crate) fn close_now(self) {
+        let raw = self.raw;
+        core::mem::forget(self);
+        // SAFETY: our socket, used no more (`self` is gone); the caller's
+        // context is one the shim may wait in.
+        unsafe { b::softrnic_tcp_release_now(raw.as_ptr()) };
+    }
+
+    /// Close with a reset (queued data dropped) when dropped.
+    pub(crate) fn set_abort(&self) {
+        self.abort.store(true, Ordering::Relaxed);
+    }
+
+    /// Both ends' addresses.
+    pub(crate) fn addrs(&self) -> Result<(SockAddr, SockAddr)> {
+        let (mut l, mut r) = (SockAddr::default(), SockAddr::default());
+        // SAFETY: our socket; two writable addresses.
+        errno(unsafe { b::softrnic_tcp_addrs(self.raw.as_ptr(), &mut l.0, &mut r.0) })?;
+        Ok((l, r))
+    }
+
+    /// Read from process context (see [`TcpRef::read`]).
+    pub(crate) fn read(&self) {
+        // SAFETY: our socket, not locked by us.
+        unsafe { b::softrnic_tcp_read(self.raw.as_ptr(), false) };
+    }
+}
+
+impl Drop for Tcp {
+    fn drop(&mut self) {
+        // SAFETY: our socket, used no more; the reaper gives its context
+        // back through `softrnic_tcp_ctx_free` once no callback can run.
+        unsafe { b::softrnic_tcp_release(self.raw.as_ptr(), self.abort.load(Ordering::Relaxed)) };
+    }
+}
+
+impl TcpRef<'_> {
+    /// Hand what the socket holds to the handler's `bytes` until it takes
+    /// less than offered (from a callback: the socket is held).
+    pub(crate) fn read(&self) {
+        // SAFETY: a live socket, held by the callback we are in.
+        unsafe { b::softrnic_tcp_read(self.raw.as_ptr(), true) };
+    }
+
+    /// Read from process context (the socket's work).
+    pub(crate) fn read_process(&self) {
+        // SAFETY: a live socket, not locked by us.
+        unsafe { b::softrnic_tcp_read(self.raw.as_ptr(), false) };
+    }
+
+    /// Send what fits now: the count taken (0 when the buffer is full).
+    pub(crate) fn send(&self, bytes: &[u8], more: bool) -> Result<usize> {
+        // SAFETY: a live socket; `bytes` is readable.
+        let r = unsafe {
+            b::softrnic_tcp_send(self.raw.as_ptr(), bytes.as_ptr().cast(), bytes.len(), more)
+        };
+        match errno(r) {
+            Ok(n) => Ok(n as usize),
+            Err(e) if e == EAGAIN => Ok(0),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The connection's segment size.
+    pub(crate) fn mss(&self) -> u32 {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_mss(self.raw.as_ptr()) }
+    }
+
+    /// No longer established (closed by the peer, reset, or failed).
+    pub(crate) fn closed(&self) -> bool {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_closed(self.raw.as_ptr()) }
+    }
+
+    /// The connection's pending error (a positive errno), or 0.
+    pub(crate) fn error(&self) -> i32 {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_error(self.raw.as_ptr()) }
+    }
+
+    /// Run the handler's `work` in process context.
+    pub(crate) fn defer(&self) {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_defer(self.raw.as_ptr()) }
+    }
+}
+
+impl Tcp {
+    pub(crate) fn send(&self, bytes: &[u8], more: bool) -> Result<usize> {
+        self.as_ref().send(bytes, more)
+    }
+
+    pub(crate) fn mss(&self) -> u32 {
+        self.as_ref().mss()
+    }
+}
+
+/// # Safety
+/// Called by the shim with a `ctx` from `ctx_new` whose socket is live.
+unsafe fn handler<'a>(ctx: *mut ffi::c_void) -> &'a Ctx {
+    // SAFETY: per the contract.
+    unsafe { &*ctx.cast::<Ctx>() }
+}
+
+fn lend<'a>(t: *mut b::softrnic_tcp) -> Option<TcpRef<'a>> {
+    NonNull::new(t).map(|raw| TcpRef {
+        raw,
+        _p: core::marker::PhantomData,
+    })
+}
+
+/// C entry: a released socket's context, no longer used.
+#[no_mangle]
+unsafe extern "C" fn softrnic_tcp_ctx_free(ctx: *mut ffi::c_void) {
+    if let Some(c) = NonNull::new(ctx.cast::<Ctx>()) {
+        // SAFETY: the shim passes each socket's context once, after its last
+        // callback.
+        unsafe { ctx_free(c) };
+    }
+}
+
+/// Module exit: wait until every socket let go is closed.
+pub(crate) fn exit() {
+    // SAFETY: plain call.
+    unsafe { b::softrnic_tcp_exit() };
+}
+
+/// C entry: a socket callback.
+#[no_mangle]
+unsafe extern "C" fn softrnic_tcp_event(
+    ctx: *mut ffi::c_void,
+    t: *mut b::softrnic_tcp,
+    ev: ffi::c_int,
+) {
+    let ev = match ev as u32 {
+        b::softrnic_tcp_event_SOFTRNIC_TCP_READABLE => TcpEvent::Readable,
+        b::softrnic_tcp_event_SOFTRNIC_TCP_WRITABLE => TcpEvent::Writable,
+        _ => TcpEvent::State,
+    };
+    if let Some(s) = lend(t) {
+        // SAFETY: the shim calls with the socket's context while it lives.
+        unsafe { handler(ctx) }.event(s, ev);
+    }
+}
+
+/// C entry: the socket's deferred work.
+#[no_mangle]
+unsafe extern "C" fn softrnic_tcp_work(ctx: *mut ffi::c_void, t: *mut b::softrnic_tcp) {
+    if let Some(s) = lend(t) {
+        // SAFETY: as above.
+        unsafe { handler(ctx) }.work(s);
+    }
+}
+
+/// C entry: bytes read from the socket.
+#[no_mangle]
+unsafe extern "C" fn softrnic_tcp_bytes(
+    ctx: *mut ffi::c_void,
+    data: *const u8,
+    len: usize,
+) -> usize {
+    if data.is_null() || len == 0 {
+        return 0;
+    }
+    // SAFETY: the shim hands `len` readable bytes of an skb it holds for
+    // the call.
+    let bytes = unsafe { core::slice::from_raw_parts(data, len) };
+    // SAFETY: as above.
+    unsafe { handler(ctx) }.bytes(bytes).min(len)
+}

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * softrnic TCP shim: the kernel TCP sockets iWARP runs over (MPA, RFC 5044).
+ * A softrnic_tcp is one socket in the network namespace of the device's
+ * netdev, with its callbacks (data ready, write space, state change) routed
+ * to Rust (softrnic_tcp_event) with the context Rust gave, and a work item
+ * Rust may queue for what needs process context (accepting).  Received
+ * bytes are handed to Rust where they lie in the socket's buffers
+ * (tcp_read_sock): MPA frames and FPDUs are parsed and placed from there,
+ * with no copy in between.
+ */
+#include "shim.h"
+#include <net/tcp.h>
+#include <net/sock.h>
+#include <net/inet_sock.h>
+#include <linux/skbuff.h>
+
+struct softrnic_tcp {
+	struct socket *sock;
+	void *ctx;
+	struct work_struct work;
+	struct list_head dead;
+	bool abort;
+	/* Both ends' addresses, read before the callbacks are ours (reading
+	 * them takes the socket lock, which a callback may hold). */
+	struct sockaddr_storage local;
+	struct sockaddr_storage remote;
+	void (*saved_data_ready)(struct sock *sk);
+	void (*saved_write_space)(struct sock *sk);
+	void (*saved_state_change)(struct sock *sk);
+};
+
+static void softrnic_tcp_callback(struct sock *sk, int event)
+{
+	struct softrnic_tcp *t;
+
+	read_lock_bh(&sk->sk_callback_lock);
+	t = sk->sk_user_data;
+	if (t)
+		softrnic_tcp_event(t->ctx, t, event);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void softrnic_tcp_data_ready(struct sock *sk)
+{
+	softrnic_tcp_callback(sk, SOFTRNIC_TCP_READABLE);
+}
+
+static void softrnic_tcp_write_space(struct sock *sk)
+{
+	struct softrnic_tcp *t;
+
+	/* As sk_stream_write_space: only once a third of the buffer is free. */
+	if (!sk_stream_is_writeable(sk))
+		return;
+	read_lock_bh(&sk->sk_callback_lock);
+	t = sk->sk_user_data;
+	if (t) {
+		clear_bit(SOCK_NOSPACE, &sk->sk_socket->flags);
+		softrnic_tcp_event(t->ctx, t, SOFTRNIC_TCP_WRITABLE);
+	}
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+static void softrnic_tcp_state_change(struct sock *sk)
+{
+	softrnic_tcp_callback(sk, SOFTRNIC_TCP_STATE);
+}
+
+static void softrnic_tcp_work_fn(struct work_struct *w)
+{
+	struct softrnic_tcp *t = container_of(w, struct softrnic_tcp, work);
+
+	softrnic_tcp_work(t->ctx, t);
+}
+
+/* Take over a socket's callbacks; NULL (socket released) on ENOMEM. */
+static struct softrnic_tcp *softrnic_tcp_wrap(struct socket *sock, void *ctx)
+{
+	struct softrnic_tcp *t = kzalloc(sizeof(*t), GFP_KERNEL);
+	struct sock *sk = sock->sk;
+
+	if (!t) {
+		sock_release(sock);
+		return NULL;
+	}
+	t->sock = sock;
+	t->ctx = ctx;
+	INIT_WORK(&t->work, softrnic_tcp_work_fn);
+	/* (A listening socket has no peer: its remote stays zero.) */
+	if (kernel_getsockname(sock, (struct sockaddr *)&t->local) < 0)
+		memset(&t->local, 0, sizeof(t->local));
+	if (kernel_getpeername(sock, (struct sockaddr *)&t->remote) < 0)
+		memset(&t->remote, 0, sizeof(t->remote));
+	write_lock_bh(&sk->sk_callback_lock);
+	t->saved_data_ready = sk->sk_data_ready;
+	t->saved_write_space = sk->sk_write_space;
+	t->saved_state_change = sk->sk_state_change;
+	sk->sk_user_data = t;
+	sk->sk_data_ready = softrnic_tcp_data_ready;
+	sk->sk_write_space = softrnic_tcp_write_space;
+	sk->sk_state_change = softrnic_tcp_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	return t;
+}
+
+static int softrnic_tcp_socket(struct net_device *ndev, int family,
+			       struct socket **sock)
+{
+	/* As a user socket (kern = 0): it holds a reference on the namespace,
+	 * which therefore outlives it. */
+	int err = __sock_create(dev_net(ndev), family, SOCK_STREAM, IPPROTO_TCP,
+				sock, 0);
+
+	if (err)
+		return err;
+	sock_set_reuseaddr((*sock)->sk);
+	/* FPDUs go out as soon as they are built (siw does the same). */
+	tcp_sock_set_nodelay((*sock)->sk);
+	return 0;
+}
+
+static int softrnic_addr_len(const struct sockaddr_storage *a)
+{
+	return a->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					  sizeof(struct sockaddr_in);
+}
+
+/* A listening socket on `addr` (a wildcard address listens on every address
+ * of the netdev's namespace; `v6only` for an IPv6 one that must not take
+ * IPv4 connections). */
+int softrnic_tcp_listen(struct net_device *ndev,
+			const struct sockaddr_storage *addr, bool v6only,
+			int backlog, void *ctx, struct softrnic_tcp **out)
+{
+	struct socket *sock;
+	int err;
+
+	if (addr->ss_family != AF_INET && addr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	err = softrnic_tcp_socket(ndev, addr->ss_family, &sock);
+	if (err)
+		return err;
+	if (addr->ss_family == AF_INET6 && v6only)
+		sock->sk->sk_ipv6only = 1;
+	err = kernel_bind(sock, (struct sockaddr_unsized *)addr,
+			  softrnic_addr_len(addr));
+	if (!err)
+		err = kernel_listen(sock, backlog);
+	if (err) {
+		sock_release(sock);
+		return err;
+	}
+	*out = softrnic_tcp_wrap(sock, ctx);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* The next connection of a listening socket: 0 and *out, -EAGAIN when none
+ * is waiting.  Process context. */
+int softrnic_tcp_accept(struct softrnic_tcp *l, void *ctx,
+			struct softrnic_tcp **out)
+{
+	struct socket *sock;
+	int err = kernel_accept(l->sock, &sock, O_NONBLOCK);
+
+	if (err)
+		return err;
+	tcp_sock_set_nodelay(sock->sk);
+	*out = softrnic_tcp_wrap(sock, ctx);
+	return *out ? 0 : -ENOMEM;
+}
+
+/* Connect from `laddr` (its port may be 0) to `raddr`; blocks until the
+ * connection is up or refused.  Process context. */
+int softrnic_tcp_connect(struct net_device *ndev,
+			 const struct sockaddr_storage *laddr,
+			 const struct sockaddr_storage *raddr, void *ctx,
+			 struct softrnic_tcp **out)
+{
+	struct socket *sock;
+	int err;
+
+	if (raddr->ss_family != AF_INET && raddr->ss_family != AF_INET6)
+		return -EAFNOSUPPORT;
+	err = softrnic_tcp_socket(ndev, raddr->ss_family, &sock);
+	if (err)
+		return err;
+	if (laddr->ss_family == raddr->ss_family) {
+		err = kernel_bind(sock, (struct sockaddr_unsized *)laddr,
+				  softrnic_addr_len(laddr));
+		if (err)
+			goto fail;
+	}
+	err = kernel_connect(sock, (struct sockaddr_unsized *)raddr,
+			     softrnic_addr_len(raddr), 0);
+	if (err)
+		goto fail;
+	*out = softrnic_tcp_wrap(sock, ctx);
+	return *out ? 0 : -ENOMEM;
+fail:
+	sock_release(sock);
+	return err;
+}
+
+/*
+ * Releasing: stop the callbacks and the work (waiting for running ones),
+ * close gracefully (FIN after what is queued) or abortively (RST), and give
+ * the context back to Rust.  Done by one work item for every socket, so that
+ * a socket can be let go from any context, its own callbacks and work
+ * included.
+ */
+static LIST_HEAD(softrnic_tcp_dead);
+static DEFINE_SPINLOCK(softrnic_tcp_dead_lock);
+
+static void softrnic_tcp_close(struct softrnic_tcp *t)
+{
+	struct sock *sk = t->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = t->saved_data_ready;
+	sk->sk_write_space = t->saved_write_space;
+	sk->sk_state_change = t->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	disable_work_sync(&t->work);
+	if (t->abort)
+		sock_no_linger(sk);
+	else
+		kernel_sock_shutdown(t->sock, SHUT_WR);
+	sock_release(t->sock);
+	softrnic_tcp_ctx_free(t->ctx);
+	kfree(t);
+}
+
+static void softrnic_tcp_reap(struct work_struct *w)
+{
+	struct softrnic_tcp *t, *next;
+	unsigned long flags;
+	LIST_HEAD(list);
+
+	spin_lock_irqsave(&softrnic_tcp_dead_lock, flags);
+	list_splice_init(&softrnic_tcp_dead, &list);
+	spin_unlock_irqrestore(&softrnic_tcp_dead_lock, flags);
+	list_for_each_entry_safe(t, next, &list, dead)
+		softrnic_tcp_close(t);
+}
+
+/* Let the socket go now (process context, never from its own work or
+ * callbacks): a listening socket must be gone when its listen is (the
+ * next listen on its port would find it bound). */
+void softrnic_tcp_release_now(struct softrnic_tcp *t)
+{
+	softrnic_tcp_close(t);
+}
+
+static DECLARE_WORK(softrnic_tcp_reaper, softrnic_tcp_reap);
+
+/* Let the socket go (any context): released soon by the reaper. */
+void softrnic_tcp_release(struct softrnic_tcp *t, bool abort)
+{
+	unsigned long flags;
+
+	t->abort = abort;
+	spin_lock_irqsave(&softrnic_tcp_dead_lock, flags);
+	list_add_tail(&t->dead, &softrnic_tcp_dead);
+	spin_unlock_irqrestore(&softrnic_tcp_dead_lock, flags);
+	queue_work(system_dfl_wq, &softrnic_tcp_reaper);
+}
+
+/* Module exit: every socket let go is released (none is left open). */
+void softrnic_tcp_exit(void)
+{
+	flush_work(&softrnic_tcp_reaper);
+}
+
+/* Queue the socket's work (softrnic_tcp_work in process context). */
+void softrnic_tcp_defer(struct softrnic_tcp *t)
+{
+	queue_work(system_dfl_wq, &t->work);
+}
+
+/* Send what fits now: the count taken (maybe fewer than `len`), -EAGAIN
+ * when nothing fits, or another error (the connection is broken). */
+int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
+		      bool more)
+{
+	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr msg = {
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+	};
+
+	return kernel_sendmsg(t->sock, &msg, &iov, 1, len);
+}
+
+/* Bytes the socket's send buffer takes now. */
+int softrnic_tcp_wspace(struct softrnic_tcp *t)
+{
+	return sk_stream_wspace(t->sock->sk);
+}
+
+/* The largest segment the connection sends (for FPDU sizing). */
+unsigned int softrnic_tcp_mss(struct softrnic_tcp *t)
+{
+	return tcp_sk(t->sock->sk)->mss_cache;
+}
+
+/* The connection is no longer established (closed, reset or failed). */
+bool softrnic_tcp_closed(struct softrnic_tcp *t)
+{
+	int state = READ_ONCE(t->sock->sk->sk_state);
+
+	return state != TCP_ESTABLISHED && state != TCP_LISTEN;
+}
+
+/* The connection's pending error (ECONNRESET, ETIMEDOUT...), or 0. */
+int softrnic_tcp_error(struct softrnic_tcp *t)
+{
+	return READ_ONCE(t->sock->sk->sk_err);
+}
+
+/* Both ends' addresses (as they were when the socket became ours). */
+int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
+		       struct sockaddr_storage *remote)
+{
+	*local = t->local;
+	*remote = t->remote;
+	return 0;
+}
+
+/* Hand the bytes of [offset, offset + len) of `skb` to Rust in the pieces
+ * they lie in; stop (desc->count = 0) as soon as Rust takes less than a
+ * piece. */
+static int softrnic_tcp_actor(read_descriptor_t *desc, struct sk_buff *skb,
+			      unsigned int offset, size_t len)
+{
+	struct softrnic_tcp *t = desc->arg.data;
+	struct skb_seq_state st;
+	unsigned int done = 0;
+	const u8 *data;
+
+	skb_prepare_seq_read(skb, offset, offset + len, &st);
+	while (done < len) {
+		unsigned int n = skb_seq_read(done, &data, &st);
+		size_t used;
+
+		if (!n)
+			break;
+		used = softrnic_tcp_bytes(t->ctx, data, n);
+		done += used;
+		if (used < n) {
+			desc->count = 0;
+			break;
+		}
+	}
+	/* Unmaps the fragment a stop short of the end left mapped. */
+	skb_abort_seq_read(&st);
+	return done;
+}
+
+/* Read what the socket holds into Rust (softrnic_tcp_bytes), until it holds
+ * no more or Rust stops taking.  From the socket's data-ready callback
+ * (`locked`: the socket is already held) or from process context. */
+int softrnic_tcp_read(struct softrnic_tcp *t, bool locked)
+{
+	read_descriptor_t desc = { .arg.data = t, .count = 1 };
+	struct sock *sk = t->sock->sk;
+	int n;
+
+	if (!locked)
+		lock_sock(sk);
+	n = tcp_read_sock(sk, &desc, softrnic_tcp_actor);
+	if (!locked)
+		release_sock(sk);
+	return n;
+}

@@ -1,0 +1,784 @@
+// SPDX-License-Identifier: GPL-2.0
+//! iWARP connection management over kernel TCP: listeners, and connection
+//! endpoints that run MPA connection setup (RFC 5044, RFC 6581 IRD/ORD;
+//! the frames and rules are `core/iwarp/mpa.rs`) and then carry the QP's
+//! stream, raising iw_cm's events on the way (glue/iw_ops.rs).
+//!
+//! Passive side: the listener accepts a TCP connection (its work item),
+//! the endpoint reads the MPA request (socket callback) and raises
+//! CONNECT_REQUEST; `accept` binds the QP, moves it to RTS, sends the reply
+//! and raises ESTABLISHED, `reject` sends a reply with R set and closes.
+//! Active side: `connect` opens the TCP connection and sends the request;
+//! the reply (socket callback) binds the QP and raises CONNECT_REPLY.  A
+//! connection that ends (the peer closed or reset it, or the consumer
+//! moved the QP to SQD or ERR, or destroyed it) raises DISCONNECT and
+//! CLOSE as iw_cm expects and lets the socket go.
+
+use kernel::ffi;
+use kernel::new_mutex;
+use kernel::new_spinlock_irq;
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex, SpinLockIrq};
+
+use crate::engine::Counter;
+use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
+use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
+use crate::glue::{HeldIbDevice, IbDevice};
+use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
+use crate::qp_state::QpState;
+use crate::verbs::qp::After;
+
+/// How softrnic sets up connections: revision 2 with the IRD/ORD words
+/// (siw's default too), CRC as the `mpa_crc` module parameter says (by
+/// default asked for, as RFC 5044 wants; a responder that asks gets it from
+/// a peer that did not, as the rules allow), no peer-to-peer RTR unless the
+/// peer asks.
+fn policy(dev: &IbDevice) -> Policy {
+    let l = dev.limits();
+    let crc = match crate::module_parameters::mpa_crc.value() {
+        0 => CrcPolicy::Off,
+        1 => CrcPolicy::On,
+        _ => CrcPolicy::Required,
+    };
+    Policy {
+        crc,
+        rev: 2,
+        p2p: false,
+        max_ird: l.max_qp_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
+        max_ord: l.max_qp_init_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
+    }
+}
+
+/// The most private data softrnic sends in an MPA frame (siw's and the
+/// iw_cm limit: a peer such as siw drops a connection with more).
+pub(crate) const MAX_PRIVATE_SENT: usize = 256 - mpa::IRD_ORD_LEN;
+
+/// Another reference to an object the caller knows lives in an `Arc`.
+///
+/// # Safety
+/// `r` is the contents of a live `Arc<T>`.
+unsafe fn arc_of<T>(r: &T) -> Arc<T> {
+    // SAFETY: per the contract.
+    unsafe { kernel::sync::ArcBorrow::from_raw(r) }.into()
+}
+
+fn clamp16(v: u32) -> u16 {
+    v.min(u32::from(mpa::MAX_IRD_ORD)) as u16
+}
+
+/// A listening endpoint: its socket, and the connections it accepted
+/// whose request has not been handed to iw_cm yet.
+#[pin_data]
+pub(crate) struct Listener {
+    dev: HeldIbDevice,
+    id: CmId,
+    #[pin]
+    sock: Mutex<Option<Tcp>>,
+    #[pin]
+    pending: SpinLockIrq<Pending>,
+}
+
+struct Pending {
+    stopped: bool,
+    ceps: KVec<Arc<Cep>>,
+}
+
+/// Listen where `id` says (its mapped local address).
+pub(crate) fn listen(dev: &IbDevice, id: CmId, backlog: i32) -> Result<Arc<Listener>> {
+    let ndev = dev.port_netdev().ok_or(ENODEV)?;
+    let (local, _) = id.addrs();
+    let v6only = id.afonly();
+    let l = Arc::pin_init(
+        pin_init!(Listener {
+            dev: dev.get(),
+            id,
+            sock <- new_mutex!(None, "softrnic_iw_listen"),
+            pending <- new_spinlock_irq!(Pending { stopped: false, ceps: KVec::new() }, "softrnic_iw_pending"),
+        }),
+        GFP_KERNEL,
+    )?;
+    let tcp = Tcp::listen(&ndev, &local, v6only, backlog.max(1), l.clone())?;
+    *l.sock.lock() = Some(tcp);
+    Ok(l)
+}
+
+impl Listener {
+    pub(crate) fn into_provider(self: Arc<Self>) -> *const Listener {
+        Arc::into_raw(self)
+    }
+
+    /// # Safety
+    /// `p` is null or came from `into_raw` and is given back once.
+    pub(crate) unsafe fn from_provider(p: *const Listener) -> Option<Arc<Listener>> {
+        // SAFETY: per the contract.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    /// Stop listening: close the socket and every connection not yet
+    /// handed to iw_cm.
+    pub(crate) fn stop(&self) {
+        let ceps = {
+            let mut p = self.pending.lock();
+            p.stopped = true;
+            core::mem::take(&mut p.ceps)
+        };
+        // The port is free when this returns (rdma_cm may listen on it
+        // again at once: perftest does).
+        let sock = self.sock.lock().take();
+        if let Some(t) = sock {
+            t.close_now();
+        }
+        for c in ceps.iter() {
+            c.abort();
+        }
+    }
+
+    fn forget(&self, cep: &Cep) {
+        let mut p = self.pending.lock();
+        p.ceps.retain(|c| !core::ptr::eq(&**c, cep));
+    }
+
+    /// Accept every waiting connection (process context).
+    fn accept_all(self: &Arc<Self>) {
+        let sock = self.sock.lock();
+        let Some(ls) = sock.as_ref() else { return };
+        loop {
+            let Ok(cep) = Cep::new(self.dev.dev(), Role::Passive(self.clone())) else {
+                return;
+            };
+            let tcp = match ls.accept(cep.clone()) {
+                Ok(Some(t)) => t,
+                Ok(None) | Err(_) => return,
+            };
+            let Ok(tcp) = Arc::new(tcp, GFP_KERNEL) else {
+                continue;
+            };
+            {
+                let mut p = self.pending.lock();
+                if p.stopped || p.ceps.push(cep.clone(), GFP_ATOMIC).is_err() {
+                    continue;
+                }
+            }
+            let (local, remote) = tcp.addrs().unwrap_or_default();
+            {
+                let mut s = cep.inner.lock();
+                s.tcp = Some(tcp.clone());
+                (s.local, s.remote) = (local, remote);
+            }
+            // Bytes that came before the socket was ours.
+            tcp.read();
+        }
+    }
+}
+
+impl TcpHandler for Listener {
+    fn event(&self, s: TcpRef<'_>, ev: TcpEvent) {
+        if ev == TcpEvent::Readable {
+            s.defer();
+        }
+    }
+
+    fn work(&self, _s: TcpRef<'_>) {
+        // The socket keeps its handler alive; take our own reference for
+        // the endpoints.
+        let me = {
+            let p = self.pending.lock();
+            if p.stopped {
+                return;
+            }
+            // SAFETY: `self` lives inside an Arc (listen made it so).
+            unsafe { arc_of(self) }
+        };
+        me.accept_all();
+    }
+
+    fn bytes(&self, _data: &[u8]) -> usize {
+        0
+    }
+}
+
+enum Role {
+    /// Accepted by this listener.
+    Passive(Arc<Listener>),
+    Active,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Phase {
+    /// Passive: reading the MPA request.
+    AwaitRequest,
+    /// Passive: the request went to iw_cm; waiting for accept or reject.
+    AwaitAccept,
+    /// Active: the request went out; reading the reply.
+    AwaitReply,
+    /// The QP runs on the stream.
+    Connected,
+    Closed,
+}
+
+/// A connection endpoint.
+#[pin_data]
+pub(crate) struct Cep {
+    dev: HeldIbDevice,
+    #[pin]
+    inner: SpinLockIrq<CepInner>,
+}
+
+struct CepInner {
+    phase: Phase,
+    listener: Option<Arc<Listener>>,
+    tcp: Option<Arc<Tcp>>,
+    reader: KBox<FrameReader>,
+    /// The connection's id (held from connect or accept until CLOSE).
+    id: Option<CmId>,
+    /// The QP bound (by number: a lookup each time, never holding it).
+    qpn: Option<u32>,
+    /// Active: what the request asked, to read the reply against.
+    ird: u16,
+    ord: u16,
+    request: KVec<u8>,
+    /// The settings agreed.
+    neg: Option<Negotiated>,
+    /// The connection's addresses (read once it is up: reading them
+    /// takes the socket's lock, which callbacks may hold).
+    local: SockAddr,
+    remote: SockAddr,
+}
+
+/// What to do once the endpoint's lock is dropped.
+#[derive(Default)]
+struct Todo {
+    events: KVec<(CmEventKind, i32)>,
+    private: KVec<u8>,
+    ird: u8,
+    ord: u8,
+    /// Raise CONNECT_REQUEST to the listener's id.
+    request: bool,
+    /// Let the connection's id go (after the events).
+    release_id: Option<CmId>,
+    /// Let the socket go.
+    close: Option<Arc<Tcp>>,
+    /// Leave the listener's list of pending connections.
+    forget: Option<Arc<Listener>>,
+    /// Detach the stream from this QP, and move the QP to ERR unless
+    /// `keep_state` (the consumer reset it).
+    qp_error: Option<u32>,
+    keep_state: bool,
+    local: SockAddr,
+    remote: SockAddr,
+}
+
+impl Cep {
+    fn new(dev: &IbDevice, role: Role) -> Result<Arc<Cep>> {
+        let (phase, listener) = match role {
+            Role::Passive(l) => (Phase::AwaitRequest, Some(l)),
+            Role::Active => (Phase::AwaitReply, None),
+        };
+        let kind = if listener.is_some() {
+            Kind::Request
+        } else {
+            Kind::Reply
+        };
+        let reader = KBox::new(FrameReader::new(kind), GFP_KERNEL)?;
+        let dev = dev.get();
+        Arc::pin_init(
+            pin_init!(Cep {
+                dev,
+                inner <- new_spinlock_irq!(CepInner {
+                    phase,
+                    listener,
+                    tcp: None,
+                    reader,
+                    id: None,
+                    qpn: None,
+                    ird: 0,
+                    ord: 0,
+                    request: KVec::new(),
+                    neg: None,
+                    local: SockAddr::default(),
+                    remote: SockAddr::default(),
+                }, "softrnic_cep"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    pub(crate) fn into_provider(self: Arc<Self>) -> *const Cep {
+        Arc::into_raw(self)
+    }
+
+    /// # Safety
+    /// `p` is null or came from `into_raw` and is given back once.
+    pub(crate) unsafe fn from_provider(p: *const Cep) -> Option<Arc<Cep>> {
+        // SAFETY: per the contract.
+        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
+    }
+
+    fn dev(&self) -> &IbDevice {
+        self.dev.dev()
+    }
+
+    /// Close now with a reset (listener stop, bad request).
+    fn abort(&self) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            self.end(&mut s, &mut todo, -(ECONNABORTED.to_errno()), true);
+        }
+        self.finish(todo);
+    }
+
+    /// End the connection in any phase: the events iw_cm expects for it,
+    /// then the socket and the id go.
+    fn end(&self, s: &mut CepInner, todo: &mut Todo, status: i32, abort: bool) {
+        match s.phase {
+            Phase::AwaitReply => {
+                let _ = todo
+                    .events
+                    .push((CmEventKind::ConnectReply, -status.abs()), GFP_ATOMIC);
+            }
+            Phase::Connected => {
+                let _ = todo.events.push((CmEventKind::Disconnect, 0), GFP_ATOMIC);
+                let _ = todo
+                    .events
+                    .push((CmEventKind::Close, -status.abs()), GFP_ATOMIC);
+                todo.qp_error = s.qpn;
+            }
+            _ => {}
+        }
+        s.phase = Phase::Closed;
+        if let Some(t) = s.tcp.take() {
+            if abort {
+                t.set_abort();
+            }
+            todo.close = Some(t);
+        }
+        todo.release_id = s.id.take();
+        todo.forget = s.listener.take();
+        (todo.local, todo.remote) = (s.local, s.remote);
+    }
+
+    /// Do what `todo` says, with no endpoint lock held.
+    fn finish(&self, todo: Todo) {
+        if let Some(l) = &todo.forget {
+            l.forget(self);
+        }
+        if let Some(qpn) = todo.qp_error {
+            if let Some(qp) = self.dev().verbs().qps.get(qpn) {
+                let mut after = After::default();
+                let stream = {
+                    let mut q = qp.inner.lock();
+                    if !todo.keep_state && q.state != QpState::Err && q.state != QpState::Reset {
+                        qp.enter(&mut q, QpState::Err, &mut after);
+                    }
+                    q.iw.take()
+                };
+                // (The stream's last references to us and the socket go
+                // with no lock held.)
+                drop(stream);
+                qp.after(after);
+            }
+        }
+        let (local, remote) = (todo.local, todo.remote);
+        if let Some(id) = &todo.release_id {
+            for &(kind, status) in todo.events.iter() {
+                id.event(
+                    &CmEvent {
+                        kind,
+                        status,
+                        local,
+                        remote,
+                        private: &todo.private,
+                        ird: todo.ird,
+                        ord: todo.ord,
+                    },
+                    core::ptr::null_mut(),
+                );
+            }
+        }
+        drop(todo.release_id);
+        drop(todo.close);
+    }
+
+    /// iw_accept: bind the QP, answer the request, raise ESTABLISHED.
+    pub(crate) fn accept(self: Arc<Self>, id: CmId, p: &ConnParam<'_>) -> Result {
+        if p.private.len() > MAX_PRIVATE_SENT {
+            return Err(EINVAL);
+        }
+        let dev = self.dev();
+        let qp = dev.verbs().qps.get(p.qpn).ok_or(EINVAL)?;
+        let pol = policy(dev);
+        let mut buf = KVec::new();
+        let (neg, tcp, local, remote) = {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::AwaitAccept {
+                return Err(ECONNRESET);
+            }
+            let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
+            let req = s.reader.frame().map_err(|_| EINVAL)?;
+            let decision =
+                mpa::accept(&pol, &req, clamp16(p.ird), clamp16(p.ord)).map_err(|_| EINVAL)?;
+            let rep = mpa::reply(&req, Some(&decision), p.private);
+            buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
+            rep.build(&mut buf).map_err(|_| EINVAL)?;
+            // The QP runs before the reply leaves: the initiator may send
+            // as soon as it has it.
+            bind_qp(&qp, &self, decision.0, tcp.clone(), true)?;
+            s.neg = Some(decision.0);
+            s.qpn = Some(p.qpn);
+            s.id = Some(id.clone_held());
+            s.phase = Phase::Connected;
+            (decision.0, tcp, s.local, s.remote)
+        };
+        // A fresh connection's buffer takes a frame of at most 532 bytes:
+        // anything short means it broke.
+        if tcp.send(&buf, false).ok() != Some(buf.len()) {
+            self.abort();
+            return Err(ECONNRESET);
+        }
+        id.event(
+            &CmEvent {
+                kind: CmEventKind::Established,
+                status: 0,
+                local,
+                remote,
+                private: &[],
+                ird: neg.ird.min(255) as u8,
+                ord: neg.ord.min(255) as u8,
+            },
+            core::ptr::null_mut(),
+        );
+        Ok(())
+    }
+
+    /// iw_reject: answer with R set and the consumer's private data, then
+    /// close.
+    pub(crate) fn reject(self: Arc<Self>, private: &[u8]) {
+        let private = &private[..private.len().min(MAX_PRIVATE_SENT)];
+        let mut buf = KVec::new();
+        let tcp = {
+            let s = self.inner.lock();
+            if s.phase == Phase::AwaitAccept {
+                if let Ok(req) = s.reader.frame() {
+                    let rep = mpa::reply(&req, None, private);
+                    if buf.resize(rep.wire_len(), 0, GFP_ATOMIC).is_err()
+                        || rep.build(&mut buf).is_err()
+                    {
+                        buf.clear();
+                    }
+                }
+            }
+            s.tcp.clone()
+        };
+        if let Some(t) = tcp.filter(|_| !buf.is_empty()) {
+            self.dev().counters().bump(Counter::IwMpaRejects);
+            let _ = t.send(&buf, false);
+        }
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            self.end(&mut s, &mut todo, 0, false);
+        }
+        self.finish(todo);
+    }
+
+    /// The QP's stream failed (a TERMINATE, a broken socket, an FPDU that
+    /// breaks the rules): end the connection.
+    pub(crate) fn failed(&self, abort: bool) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::Connected {
+                return;
+            }
+            self.end(&mut s, &mut todo, ECONNRESET.to_errno(), abort);
+        }
+        self.finish(todo);
+    }
+
+    /// The connection's QP was moved to SQD (`abort` false: close after
+    /// what is queued), ERR or RESET (`reset`: it stays there), or
+    /// destroyed: end the connection.
+    pub(crate) fn disconnect(&self, abort: bool, reset: bool) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::Connected {
+                return;
+            }
+            // The consumer asked: CLOSE only (iw_cm raised the disconnect);
+            // the QP, its stream gone, goes to ERR (unless it was reset).
+            s.phase = Phase::Closed;
+            todo.qp_error = s.qpn;
+            todo.keep_state = reset;
+            (todo.local, todo.remote) = (s.local, s.remote);
+            let _ = todo.events.push((CmEventKind::Close, 0), GFP_ATOMIC);
+            if let Some(t) = s.tcp.take() {
+                if abort {
+                    t.set_abort();
+                }
+                todo.close = Some(t);
+            }
+            todo.release_id = s.id.take();
+        }
+        self.finish(todo);
+    }
+
+    /// A whole MPA request arrived (passive).
+    fn on_request(&self, s: &mut CepInner, todo: &mut Todo) {
+        let req = match s.reader.frame() {
+            Ok(r) => r,
+            Err(_) => {
+                self.end(s, todo, ECONNABORTED.to_errno(), true);
+                return;
+            }
+        };
+        if req.markers {
+            // softrnic does not do markers: the connection is reset (from
+            // a socket callback, a reply cannot be sent).
+            self.end(s, todo, ECONNREFUSED.to_errno(), true);
+            return;
+        }
+        let _ = todo.private.extend_from_slice(req.private, GFP_ATOMIC);
+        if let Some(w) = req.ird_ord {
+            todo.ird = w.ird.min(255) as u8;
+            todo.ord = w.ord.min(255) as u8;
+        } else {
+            todo.ird = 1;
+            todo.ord = 1;
+        }
+        s.phase = Phase::AwaitAccept;
+        todo.request = true;
+    }
+
+    /// A whole MPA reply arrived (active).
+    fn on_reply(&self, s: &mut CepInner, todo: &mut Todo) {
+        let pol = policy(self.dev());
+        let outcome = {
+            let Ok(req) = mpa::parse(Kind::Request, &s.request) else {
+                self.end(s, todo, ECONNABORTED.to_errno(), true);
+                return;
+            };
+            let rep = match s.reader.frame() {
+                Ok(r) => r,
+                Err(_) => {
+                    self.end(s, todo, ECONNABORTED.to_errno(), true);
+                    return;
+                }
+            };
+            let _ = todo.private.extend_from_slice(rep.private, GFP_ATOMIC);
+            mpa::connected(&pol, s.ird, s.ord, &req, &rep)
+        };
+        match outcome {
+            Ok(neg) => {
+                let qp = s.qpn.and_then(|n| self.dev().verbs().qps.get(n));
+                let tcp = s.tcp.clone();
+                match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t, false)) {
+                    Some(Ok(())) => {
+                        s.neg = Some(neg);
+                        s.phase = Phase::Connected;
+                        todo.ird = neg.ird.min(255) as u8;
+                        todo.ord = neg.ord.min(255) as u8;
+                        let _ = todo.events.push((CmEventKind::ConnectReply, 0), GFP_ATOMIC);
+                        todo.release_id = s.id.as_ref().map(CmId::clone_held);
+                        (todo.local, todo.remote) = (s.local, s.remote);
+                    }
+                    _ => self.end(s, todo, ECONNABORTED.to_errno(), true),
+                }
+            }
+            Err(mpa::SetupError::Rejected) => {
+                self.dev().counters().bump(Counter::IwMpaRejects);
+                self.end(s, todo, ECONNREFUSED.to_errno(), false);
+            }
+            Err(_) => self.end(s, todo, ECONNABORTED.to_errno(), true),
+        }
+    }
+}
+
+/// Bind a QP to the connection and move it to RTS (iWARP: the provider
+/// does, as siw does, once MPA setup succeeded).
+fn bind_qp(
+    qp: &crate::verbs::qp::Qp,
+    cep: &Cep,
+    neg: Negotiated,
+    tcp: Arc<Tcp>,
+    responder: bool,
+) -> Result {
+    // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
+    let me = unsafe { arc_of(cep) };
+    let slots = qp.inner.lock().sq.slots();
+    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots)?;
+    let mut after = After::default();
+    {
+        let mut q = qp.inner.lock();
+        if !matches!(q.state, QpState::Init | QpState::Rtr | QpState::Rts) || q.iw.is_some() {
+            return Err(EINVAL);
+        }
+        q.iw = Some(stream);
+        if q.state != QpState::Rts {
+            qp.enter(&mut q, QpState::Rts, &mut after);
+        }
+        // Until the timer (or the peer's first FPDU) the stream sends
+        // nothing (see `Stream::hold`).
+        let dying = q.eng.dying;
+        qp.arm_timer(
+            dying,
+            if responder {
+                crate::transport::iwarp::stream::RESPONDER_HOLD_USECS
+            } else {
+                crate::transport::iwarp::stream::INITIATOR_HOLD_USECS
+            },
+        );
+    }
+    qp.after(after);
+    // Work posted before the connection was up.
+    qp.schedule();
+    Ok(())
+}
+
+impl TcpHandler for Cep {
+    fn event(&self, s: TcpRef<'_>, ev: TcpEvent) {
+        match ev {
+            TcpEvent::Readable => s.read(),
+            TcpEvent::Writable => {
+                let qpn = self.inner.lock().qpn;
+                if let Some(qp) = qpn.and_then(|n| self.dev().verbs().qps.get(n)) {
+                    qp.iwarp_writable();
+                }
+            }
+            TcpEvent::State => {
+                if s.closed() {
+                    let err = s.error();
+                    let mut todo = Todo::default();
+                    {
+                        let mut i = self.inner.lock();
+                        if i.phase == Phase::Closed {
+                            return;
+                        }
+                        let status = if err != 0 {
+                            err
+                        } else {
+                            ECONNRESET.to_errno().abs()
+                        };
+                        self.end(&mut i, &mut todo, status, false);
+                    }
+                    self.finish(todo);
+                }
+            }
+        }
+    }
+
+    fn work(&self, s: TcpRef<'_>) {
+        s.read_process();
+    }
+
+    fn bytes(&self, data: &[u8]) -> usize {
+        let mut todo = Todo::default();
+        let mut listener = None;
+        let used = {
+            let mut s = self.inner.lock();
+            if s.phase == Phase::Connected {
+                // The QP's stream takes them (its lock, not ours).
+                let qpn = s.qpn;
+                drop(s);
+                return match qpn.and_then(|n| self.dev().verbs().qps.get(n)) {
+                    Some(qp) => qp.iwarp_rx(data),
+                    None => data.len(),
+                };
+            }
+            match s.phase {
+                Phase::AwaitRequest | Phase::AwaitReply => match s.reader.feed(data) {
+                    Ok((n, Need::Done)) => {
+                        if s.phase == Phase::AwaitRequest {
+                            self.on_request(&mut s, &mut todo);
+                            if todo.request {
+                                listener = s.listener.clone();
+                            }
+                        } else {
+                            self.on_reply(&mut s, &mut todo);
+                        }
+                        n
+                    }
+                    Ok((n, Need::More(_))) => n,
+                    Err(_) => {
+                        // Not an MPA frame (bad key, revision, length).
+                        self.dev().counters().bump(Counter::IwMpaRejects);
+                        self.end(&mut s, &mut todo, ECONNABORTED.to_errno(), true);
+                        data.len()
+                    }
+                },
+                // Closed: nothing more is read.
+                _ => data.len(),
+            }
+        };
+        if let Some(l) = listener {
+            l.forget(self);
+            let (local, remote) = {
+                let s = self.inner.lock();
+                (s.local, s.remote)
+            };
+            // SAFETY: `self` lives inside an Arc (Cep::new).
+            let raw = unsafe { arc_of(self) }.into_provider();
+            let ev = CmEvent {
+                kind: CmEventKind::ConnectRequest,
+                status: 0,
+                local,
+                remote,
+                private: &todo.private,
+                ird: todo.ird,
+                ord: todo.ord,
+            };
+            if l.id.event(&ev, raw.cast_mut().cast::<ffi::c_void>()) != 0 {
+                // iw_cm did not take it: our reference comes back.
+                // SAFETY: from `into_raw` above, given back once.
+                if let Some(c) = unsafe { Cep::from_provider(raw) } {
+                    c.abort();
+                }
+            }
+            todo.request = false;
+        }
+        self.finish(todo);
+        used
+    }
+}
+
+/// iw_connect: open the TCP connection and send the MPA request.
+pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc<Cep>> {
+    if p.private.len() > MAX_PRIVATE_SENT {
+        return Err(EINVAL);
+    }
+    if dev.verbs().qps.get(p.qpn).is_none() {
+        return Err(EINVAL);
+    }
+    let ndev = dev.port_netdev().ok_or(ENODEV)?;
+    let (local, remote) = id.addrs();
+    let cep = Cep::new(dev, Role::Active)?;
+    let (ird, ord) = (clamp16(p.ird), clamp16(p.ord));
+    let req = mpa::request(&policy(dev), ird, ord, p.private);
+    let mut buf = KVec::new();
+    buf.resize(req.wire_len(), 0, GFP_KERNEL)?;
+    req.build(&mut buf).map_err(|_| EINVAL)?;
+    {
+        let mut s = cep.inner.lock();
+        s.id = Some(id);
+        s.qpn = Some(p.qpn);
+        s.ird = ird;
+        s.ord = ord;
+        s.request.extend_from_slice(&buf, GFP_ATOMIC)?;
+    }
+    let tcp = Arc::new(
+        Tcp::connect(&ndev, &local, &remote, cep.clone())?,
+        GFP_KERNEL,
+    )?;
+    let (local, remote) = tcp.addrs().unwrap_or((local, remote));
+    {
+        let mut s = cep.inner.lock();
+        s.tcp = Some(tcp.clone());
+        (s.local, s.remote) = (local, remote);
+    }
+    if tcp.send(&buf, false)? != buf.len() {
+        cep.abort();
+        return Err(ECONNRESET);
+    }
+    Ok(cep)
+}

@@ -1,0 +1,727 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The data path of an iWARP QP: the sans-IO machines of `core/iwarp/`
+//! (the MPA stream receiver, the inbound DDP/RDMAP rules, the outbound
+//! segmenter) run against the QP's queues and memory (`engine/`) and the
+//! connection's TCP socket.
+//!
+//! Receiving runs in the socket's callback: bytes are parsed and placed
+//! where they lie in the socket's buffers, under the QP lock.  Sending runs
+//! in the QP's work item (process context: the socket may sleep): FPDUs are
+//! built under the QP lock into the stream's transmit buffer, from the
+//! pinned memory, and handed to the socket with the lock dropped; a full
+//! socket resumes on its write-space callback.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::cm::Cep;
+use crate::abi::{self, SendWqe, Sge};
+use crate::crc::crc32c_update;
+use crate::engine::mem::{self, Data, REMOTE_READ};
+use crate::engine::rq::RecvSide;
+use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
+use crate::engine::Counter;
+use crate::glue::tcp::Tcp;
+use crate::glue::IbDevice;
+use crate::iwarp::fpdu::{build_header, cause, Cause, Segment, Trailer, MAX_HEADER};
+use crate::iwarp::fpdu::{AtomicRequest, AtomicResponse, ReadRequest, Terminate};
+use crate::iwarp::fpdu::{Header, Opcode, Placement, RdmapHeader};
+use crate::iwarp::inbound::{Inbound, InboundIo, InboundState, ReadAwaited, Received, TaggedUse};
+use crate::iwarp::mpa::Negotiated;
+use crate::iwarp::outbound::{Answer, EmitFail, OutWqe, Outbound, OutboundIo, OutboundParams};
+use crate::iwarp::outbound::{Outcome, Slot, Source};
+use crate::iwarp::rx::Receiver;
+use crate::qp_state::QpState;
+use crate::roce::responder::{Access, RecvDone};
+use crate::transport_rules::MsgOp;
+use crate::verbs::qp::{After, Qp, QpInner};
+use crate::verbs::srq::Taken;
+
+/// FPDU bytes built ahead of the socket at most.
+const TX_AHEAD: usize = 64 * 1024;
+
+/// One QP's stream.
+pub(crate) struct Stream {
+    pub(crate) cep: Arc<Cep>,
+    tcp: Arc<Tcp>,
+    rx: Receiver,
+    inb: InboundState,
+    out: Outbound<KVec<Slot>>,
+    params: OutboundParams,
+    /// READ responses owed to the peer, oldest first (at most the IRD).
+    answers: KVec<Answer>,
+    /// The receive a SEND is being placed into.
+    recv: Option<Taken>,
+    crc: bool,
+    /// Built FPDUs the socket has not taken yet (from `tx_off`).
+    tx: KVec<u8>,
+    tx_off: usize,
+    /// The stream failed: nothing more is parsed or sent.
+    pub(crate) broken: bool,
+    /// A TERMINATE owed to the peer (the receive side found a fault):
+    /// nothing more is parsed; the sender sends it after what is built,
+    /// then the connection closes.
+    term: Option<Cause>,
+    term_sent: bool,
+    /// Nothing is sent yet.  The responder waits for the initiator's
+    /// first FPDU (RFC 5044 section 7.1.2; siw fails a connection whose
+    /// first FPDU follows its reply too closely), or, should the
+    /// initiator's application wait for ours, `RESPONDER_HOLD_USECS`.  The
+    /// initiator waits `INITIATOR_HOLD_USECS` (or for the responder's first
+    /// FPDU): siw as a responder sends its reply before it gives its socket
+    /// to the QP, and an FPDU that lands in between is never read (its
+    /// data-ready callback ignores it), so the connection hangs.
+    hold: bool,
+}
+
+/// How long a responder waits for the initiator's first FPDU at most.
+pub(crate) const RESPONDER_HOLD_USECS: u64 = 200_000;
+/// How long an initiator waits after the MPA reply before its first FPDU.
+pub(crate) const INITIATOR_HOLD_USECS: u64 = 20_000;
+
+impl Stream {
+    /// The stream of a connection set up with `neg`, for a send queue of
+    /// `sq_slots` slots (a power of two).
+    pub(crate) fn new(
+        cep: Arc<Cep>,
+        tcp: Arc<Tcp>,
+        neg: &Negotiated,
+        sq_slots: u32,
+    ) -> Result<KBox<Stream>> {
+        let mut slots = KVec::new();
+        slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
+        // One FPDU per TCP segment, as siw sizes them (a multiple of 8).
+        let max_fpdu = (tcp.mss().max(128) & !7) as usize;
+        Ok(KBox::new(
+            Stream {
+                cep,
+                rx: Receiver::new(neg.crc, crc32c_update),
+                inb: InboundState::new(u32::from(neg.ird).max(1)),
+                out: Outbound::new(slots),
+                params: OutboundParams {
+                    max_fpdu,
+                    ord: u32::from(neg.ord).max(1),
+                    extensions: false,
+                    sending: true,
+                },
+                answers: KVec::new(),
+                recv: None,
+                crc: neg.crc,
+                tx: KVec::new(),
+                tx_off: 0,
+                broken: false,
+                term: None,
+                term_sent: false,
+                hold: true,
+                tcp,
+            },
+            GFP_ATOMIC,
+        )?)
+    }
+}
+
+/// The cause a failed remote access becomes.
+const fn denied(what: TaggedUse) -> Cause {
+    match what {
+        TaggedUse::Write => cause::DDP_TAGGED_BASE_BOUNDS,
+        TaggedUse::ReadResponse => cause::DDP_TAGGED_INVALID_STAG,
+    }
+}
+
+/// The inbound rules' I/O: the QP's queues and memory, the lock held.
+struct InIo<'a> {
+    qp: &'a Qp,
+    dev: &'a IbDevice,
+    rq: Option<&'a crate::glue::ring::Ring>,
+    rq_cons: &'a mut u32,
+    sq: &'a crate::glue::ring::Ring,
+    sq_cons: &'a mut u32,
+    after: &'a mut After,
+    out: &'a mut Outbound<KVec<Slot>>,
+    answers: &'a mut KVec<Answer>,
+    recv: &'a mut Option<Taken>,
+    /// Something for the sender: an answer owed, a READ completed.
+    wake: bool,
+    terminated: bool,
+}
+
+impl InIo<'_> {
+    fn rs(&mut self) -> RecvSide<'_> {
+        RecvSide {
+            qp: self.qp,
+            dev: self.dev,
+            rq: self.rq,
+            rq_cons: &mut *self.rq_cons,
+            after: &mut *self.after,
+        }
+    }
+
+    fn sendq(&mut self) -> SendQueue<'_> {
+        SendQueue {
+            qp: self.qp,
+            dev: self.dev,
+            sq: self.sq,
+            sq_cons: &mut *self.sq_cons,
+            after: &mut *self.after,
+        }
+    }
+
+    /// Our oldest READ awaiting responses: its slot and the WQE.
+    fn awaited(&mut self) -> Option<(u32, OutWqe)> {
+        self.out
+            .read_awaited()
+            .filter(|(_, w)| w.op == Some(MsgOp::Read))
+    }
+}
+
+impl InboundIo for InIo<'_> {
+    fn check_tagged(
+        &mut self,
+        stag: u32,
+        to: u64,
+        len: usize,
+        what: TaggedUse,
+    ) -> Result<(), Cause> {
+        match what {
+            TaggedUse::Write => {
+                let ok = self.rs().remote_ok(stag, to, len as u64, Access::Write);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(denied(what))
+                }
+            }
+            TaggedUse::ReadResponse => {
+                let (_, w) = self.awaited().ok_or(cause::DDP_TAGGED_INVALID_STAG)?;
+                let end = w.sink_to.saturating_add(u64::from(w.len));
+                if stag != w.sink_stag {
+                    return Err(cause::DDP_TAGGED_INVALID_STAG);
+                }
+                if to < w.sink_to || to.saturating_add(len as u64) > end {
+                    return Err(cause::DDP_TAGGED_BASE_BOUNDS);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn place_tagged(&mut self, stag: u32, to: u64, data: &[u8]) -> Result<(), Cause> {
+        if let Some((index, w)) = self.awaited().filter(|(_, w)| w.sink_stag == stag) {
+            // A READ response: into the READ's own buffers, by offset.
+            let offset = to.wrapping_sub(w.sink_to) as u32;
+            let wqe = self
+                .sq
+                .read::<SendWqe>(index, 0)
+                .ok_or(cause::LOCAL_CATASTROPHIC)?;
+            let t = Track {
+                wqe,
+                ..Track::default()
+            };
+            return if self.sendq().store(index, &t, offset, data) {
+                Ok(())
+            } else {
+                Err(cause::DDP_TAGGED_BASE_BOUNDS)
+            };
+        }
+        if self.rs().remote_write(stag, to, data) {
+            Ok(())
+        } else {
+            Err(cause::DDP_TAGGED_BASE_BOUNDS)
+        }
+    }
+
+    fn take_receive(&mut self) -> Result<u32, Cause> {
+        let t = self.rs().take().ok_or(cause::DDP_NO_BUFFER)?;
+        let cap = t
+            .sges()
+            .iter()
+            .fold(0u64, |a, s| a + u64::from(s.length))
+            .min(u64::from(u32::MAX)) as u32;
+        *self.recv = Some(t);
+        Ok(cap)
+    }
+
+    fn place_untagged(&mut self, offset: u32, data: &[u8]) -> Result<(), Cause> {
+        let t = self.recv.take().ok_or(cause::LOCAL_CATASTROPHIC)?;
+        let r = self.rs().store(&t, u64::from(offset), data);
+        *self.recv = Some(t);
+        r.map_err(|_| cause::DDP_TOO_LONG)
+    }
+
+    fn received(&mut self, r: &Received) -> Result<(), Cause> {
+        let t = self.recv.take().ok_or(cause::LOCAL_CATASTROPHIC)?;
+        let mut invalidated = None;
+        if let Some(stag) = r.invalidate {
+            if !self.rs().invalidate(stag) {
+                return Err(cause::CANNOT_INVALIDATE);
+            }
+            invalidated = Some(stag);
+        }
+        let d = RecvDone {
+            write_imm: false,
+            status: abi::WC_SUCCESS,
+            byte_len: r.len,
+            imm: None,
+            invalidated,
+            solicited: r.solicited,
+        };
+        self.rs().done(&t, d);
+        Ok(())
+    }
+
+    fn read_awaited(&mut self) -> Option<ReadAwaited> {
+        self.awaited().map(|(_, w)| ReadAwaited {
+            sink_stag: w.sink_stag,
+            sink_to: w.sink_to,
+            len: w.len,
+        })
+    }
+
+    fn read_done(&mut self) -> Result<(), Cause> {
+        self.out.read_answered();
+        self.wake = true;
+        Ok(())
+    }
+
+    fn read_request(&mut self, r: &ReadRequest) -> Result<(), Cause> {
+        if !self
+            .rs()
+            .remote_ok(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
+        {
+            return Err(cause::BASE_BOUNDS);
+        }
+        self.answers
+            .push(Answer::Read(*r), GFP_ATOMIC)
+            .map_err(|_| cause::LOCAL_CATASTROPHIC)?;
+        self.wake = true;
+        Ok(())
+    }
+
+    fn atomic_request(&mut self, _a: &AtomicRequest) -> Result<(), Cause> {
+        // RFC 7306 is not negotiated (yet): the peer may not send these.
+        Err(cause::UNEXPECTED_OPCODE)
+    }
+
+    fn atomic_response(&mut self, _a: &AtomicResponse) -> Result<(), Cause> {
+        Err(cause::UNEXPECTED_OPCODE)
+    }
+
+    fn terminated(&mut self, _t: &Terminate) {
+        self.terminated = true;
+    }
+}
+
+/// The outbound machine's I/O: the send queue, memory and the stream's
+/// transmit buffer, the lock held.
+struct OutIo<'a> {
+    q: SendQueue<'a>,
+    answers: &'a mut KVec<Answer>,
+    inb: &'a mut InboundState,
+    tx: &'a mut KVec<u8>,
+    crc: bool,
+    /// FPDUs built.
+    fpdus: u64,
+}
+
+impl OutIo<'_> {
+    fn wqe(&self, index: u32) -> Option<SendWqe> {
+        self.q.sq.read::<SendWqe>(index, 0)
+    }
+
+    /// Copy the payload of `src` at `offset` into `dst`.
+    fn load(&self, src: Source, offset: u32, dst: &mut [u8]) -> bool {
+        match src {
+            Source::None => dst.is_empty(),
+            Source::Wqe(i) => match self.wqe(i) {
+                Some(w) => self.q.load(i, &w, offset, dst),
+                None => false,
+            },
+            Source::Local { stag, to } => {
+                dst.is_empty()
+                    || mem::with_remote(
+                        self.q.dev.verbs(),
+                        self.q.qp.requestor(),
+                        stag,
+                        to.wrapping_add(u64::from(offset)),
+                        dst.len() as u64,
+                        REMOTE_READ,
+                        |m, iova| m.copy(iova, Data::Load(dst)),
+                    ) == Some(true)
+            }
+        }
+    }
+}
+
+impl OutboundIo for OutIo<'_> {
+    fn producer(&mut self) -> u32 {
+        self.q.producer()
+    }
+
+    fn slots(&self) -> u32 {
+        self.q.slots()
+    }
+
+    fn prepare(&mut self, index: u32) -> Option<OutWqe> {
+        let p = self.q.prepare(index)?;
+        let w = p.wqe;
+        let (mut sink_stag, mut sink_to) = (0, 0);
+        if p.op == Some(MsgOp::Read) {
+            let mut buf = [Sge::default(); MAX_SGE];
+            if let Some(s) = wqe_sges(self.q.sq, index, &w, &mut buf).and_then(|s| s.first()) {
+                (sink_stag, sink_to) = (s.lkey, s.addr);
+            }
+        }
+        Some(OutWqe {
+            op: p.op,
+            len: p.len,
+            fence: p.fence,
+            solicited: p.solicited,
+            error: p.error,
+            remote_stag: w.rkey,
+            remote_to: w.remote_addr,
+            sink_stag,
+            sink_to,
+            inv_stag: w.ex,
+            imm: w.ex,
+            compare_add: w.compare_add,
+            swap: w.swap,
+        })
+    }
+
+    fn run_local(&mut self, index: u32) -> u8 {
+        match self.wqe(index) {
+            Some(w) => self.q.run_local(&w),
+            None => abi::WC_LOC_QP_OP_ERR,
+        }
+    }
+
+    fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail> {
+        let mut hdr = [0u8; MAX_HEADER];
+        let n =
+            build_header(&mut hdr, &seg.hdr, seg.len as usize).map_err(|_| EmitFail::BadMemory)?;
+        let len = seg.len as usize;
+        if !self.tx.is_empty() && self.tx.len() + n + len + 8 > TX_AHEAD {
+            return Err(EmitFail::Full);
+        }
+        let start = self.tx.len();
+        self.tx
+            .extend_from_slice(&hdr[..n], GFP_ATOMIC)
+            .map_err(|_| EmitFail::Full)?;
+        let at = self.tx.len();
+        if self.tx.resize(at + len, 0, GFP_ATOMIC).is_err() {
+            self.tx.truncate(start);
+            return Err(EmitFail::Full);
+        }
+        // (Split borrows: the payload is written in place.)
+        let mut payload = core::mem::take(self.tx);
+        let ok = self.load(src, seg.offset, &mut payload[at..at + len]);
+        *self.tx = payload;
+        if !ok {
+            self.tx.truncate(start);
+            return Err(EmitFail::BadMemory);
+        }
+        let step: crate::crc::Update = crc32c_update;
+        let t = Trailer::new(
+            &self.tx[start..at],
+            &[&self.tx[at..at + len]],
+            self.crc.then_some(step),
+        );
+        if self.tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC).is_err() {
+            self.tx.truncate(start);
+            return Err(EmitFail::Full);
+        }
+        self.fpdus += 1;
+        Ok(())
+    }
+
+    fn complete(&mut self, index: u32, status: u8) {
+        let Some(wqe) = self.wqe(index) else { return };
+        let len = self.q.prepare(index).map_or(0, |p| p.len);
+        let t = Track {
+            wqe,
+            len,
+            ..Track::default()
+        };
+        self.q.complete(index, &t, status);
+    }
+
+    fn next_answer(&mut self) -> Option<Answer> {
+        self.answers.first().copied()
+    }
+
+    fn answered(&mut self) {
+        // (Err only when empty: nothing to take.)
+        let _ = self.answers.remove(0);
+        self.inb.answered();
+    }
+}
+
+/// A TERMINATE for `c` (RFC 5040 section 7: untagged queue 2, MSN 1,
+/// alone in its FPDU; no copy of the faulty headers, as for a catastrophic
+/// error), appended to `tx`.
+fn terminate_fpdu(tx: &mut KVec<u8>, c: Cause, crc: bool) -> Result {
+    let hdr = Header {
+        opcode: Opcode::Terminate,
+        last: true,
+        place: Placement::Untagged {
+            qn: 2,
+            msn: 1,
+            mo: 0,
+            inv_stag: 0,
+        },
+        rdmap: RdmapHeader::Terminate(Terminate {
+            cause: c,
+            has_len: false,
+            has_ddp: false,
+            has_rdmap: false,
+        }),
+    };
+    let mut b = [0u8; MAX_HEADER];
+    let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
+    let step: crate::crc::Update = crc32c_update;
+    let t = Trailer::new(&b[..n], &[], crc.then_some(step));
+    tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
+    tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;
+    Ok(())
+}
+
+impl Qp {
+    /// Bytes from the connection's socket (its callback): parse and place
+    /// them.  Returns how many were taken (all, unless the QP has no
+    /// stream yet).
+    pub(crate) fn iwarp_rx(&self, data: &[u8]) -> usize {
+        let dev = self.dev();
+        let c = dev.counters();
+        let mut after = After::default();
+        let (wake, end) = {
+            let mut s = self.inner.lock();
+            let (wake, stop) = {
+                let QpInner {
+                    iw,
+                    rq,
+                    rq_cons,
+                    sq,
+                    sq_cons,
+                    ..
+                } = &mut *s;
+                let Some(st) = iw.as_deref_mut() else {
+                    return 0;
+                };
+                if st.broken || st.term.is_some() {
+                    return data.len();
+                }
+                let fpdus = st.rx.fpdus;
+                let mut io = InIo {
+                    qp: self,
+                    dev: &dev,
+                    rq: rq.as_ref(),
+                    rq_cons,
+                    sq,
+                    sq_cons,
+                    after: &mut after,
+                    out: &mut st.out,
+                    answers: &mut st.answers,
+                    recv: &mut st.recv,
+                    wake: false,
+                    terminated: false,
+                };
+                let mut sink = Inbound {
+                    io: &mut io,
+                    state: &mut st.inb,
+                };
+                let r = st.rx.feed(data, &mut sink);
+                let (mut wake, terminated) = (io.wake, io.terminated);
+                for _ in fpdus..st.rx.fpdus {
+                    c.bump(Counter::IwRxFpdus);
+                }
+                let released = st.hold && st.rx.fpdus > fpdus;
+                if released {
+                    st.hold = false;
+                    wake = true;
+                }
+                if terminated {
+                    // The peer ended the stream: no TERMINATE back.
+                    c.bump(Counter::IwTerminatesReceived);
+                    st.broken = true;
+                }
+                if let Err(f) = r {
+                    if f.cause == cause::MPA_CRC {
+                        c.bump(Counter::IwCrcErrors);
+                    }
+                    // The sender owes the peer a TERMINATE.
+                    st.term = Some(f.cause);
+                }
+                (
+                    wake,
+                    if st.broken {
+                        Some(true)
+                    } else {
+                        st.term.map(|_| false)
+                    },
+                )
+            };
+            if stop.is_some() && s.state != QpState::Err {
+                self.enter(&mut s, QpState::Err, &mut after);
+            }
+            (wake, stop)
+        };
+        self.after(after);
+        match end {
+            Some(true) => self.iwarp_end(true),
+            Some(false) => self.schedule(),
+            None if wake => self.schedule(),
+            None => {}
+        }
+        data.len()
+    }
+
+    /// End the connection (its stream failed).
+    fn iwarp_end(&self, abort: bool) {
+        let cep = self.inner.lock().iw.as_ref().map(|st| st.cep.clone());
+        if let Some(c) = cep {
+            c.failed(abort);
+        }
+    }
+
+    /// The QP's work item: build FPDUs and hand them to the socket; after
+    /// a fault, the TERMINATE and then the close.
+    pub(crate) fn iwarp_pump(&self) {
+        let dev = self.dev();
+        loop {
+            // Hand over what is built.
+            let (tcp, mut buf, mut off) = {
+                let mut s = self.inner.lock();
+                let Some(st) = s.iw.as_mut() else { return };
+                if st.broken {
+                    return;
+                }
+                (st.tcp.clone(), core::mem::take(&mut st.tx), st.tx_off)
+            };
+            let mut failed = false;
+            while off < buf.len() {
+                match tcp.send(&buf[off..], false) {
+                    Ok(0) => break,
+                    Ok(n) => off += n,
+                    Err(_) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            let mut after = After::default();
+            let step = {
+                let mut s = self.inner.lock();
+                let (step, error) = {
+                    let QpInner {
+                        iw,
+                        sq,
+                        sq_cons,
+                        state,
+                        ..
+                    } = &mut *s;
+                    let Some(st) = iw.as_deref_mut() else { return };
+                    if off < buf.len() || failed {
+                        // The socket is full (its write-space callback
+                        // brings us back) or broken.
+                        st.tx = buf;
+                        st.tx_off = off;
+                        (
+                            if failed {
+                                Step::Close(true)
+                            } else {
+                                Step::Wait
+                            },
+                            false,
+                        )
+                    } else {
+                        buf.clear();
+                        st.tx = buf;
+                        st.tx_off = 0;
+                        if st.term_sent {
+                            // The TERMINATE went out: close.
+                            (Step::Close(false), false)
+                        } else if let Some(c) = st.term {
+                            // What was built went out: now the TERMINATE.
+                            st.term_sent = true;
+                            if terminate_fpdu(&mut st.tx, c, st.crc).is_ok() {
+                                dev.counters().bump(Counter::IwTerminatesSent);
+                                (Step::Again, false)
+                            } else {
+                                (Step::Close(true), false)
+                            }
+                        } else if st.hold {
+                            (Step::Wait, false)
+                        } else {
+                            st.params.sending = *state == QpState::Rts;
+                            let mut io = OutIo {
+                                q: SendQueue {
+                                    qp: self,
+                                    dev: &dev,
+                                    sq,
+                                    sq_cons,
+                                    after: &mut after,
+                                },
+                                answers: &mut st.answers,
+                                inb: &mut st.inb,
+                                tx: &mut st.tx,
+                                crc: st.crc,
+                                fpdus: 0,
+                            };
+                            let o: Outcome = st.out.emit(&st.params, &mut io);
+                            let sent = io.fpdus;
+                            for _ in 0..sent {
+                                dev.counters().bump(Counter::IwTxFpdus);
+                            }
+                            if o.fatal {
+                                // (The peer learns why.)
+                                st.term = Some(cause::LOCAL_CATASTROPHIC);
+                            }
+                            let again = !st.tx.is_empty() || st.term.is_some();
+                            (
+                                if again { Step::Again } else { Step::Wait },
+                                o.error || o.fatal,
+                            )
+                        }
+                    }
+                };
+                if error && s.state != QpState::Err {
+                    self.enter(&mut s, QpState::Err, &mut after);
+                }
+                step
+            };
+            self.after(after);
+            match step {
+                Step::Again => {}
+                Step::Wait => return,
+                Step::Close(abort) => {
+                    self.iwarp_end(abort);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The socket has room again.
+    pub(crate) fn iwarp_writable(&self) {
+        self.schedule();
+    }
+
+    /// The QP's timer: the stream has held its first FPDU long enough
+    /// (see `Stream::hold`).
+    pub(crate) fn iwarp_timeout(&self) {
+        if let Some(st) = self.inner.lock().iw.as_deref_mut() {
+            st.hold = false;
+        }
+        self.schedule();
+    }
+}
+
+/// What the sender does next.
+enum Step {
+    /// Hand over what was just built.
+    Again,
+    /// Nothing to do until more work or write space.
+    Wait,
+    /// End the connection (`true`: with a reset).
+    Close(bool),
+}

@@ -205,7 +205,6 @@ void softrnic_tcp_exit(void);
 void softrnic_tcp_defer(struct softrnic_tcp *t);
 int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 		      bool more);
-int softrnic_tcp_wspace(struct softrnic_tcp *t);
 unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);
 bool softrnic_tcp_closed(struct softrnic_tcp *t);
 int softrnic_tcp_error(struct softrnic_tcp *t);

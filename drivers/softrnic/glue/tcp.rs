@@ -231,12 +231,6 @@ impl TcpRef<'_> {
         unsafe { b::softrnic_tcp_read(self.raw.as_ptr(), true) };
     }
 
-    /// Read from process context (the socket's work).
-    pub(crate) fn read_process(&self) {
-        // SAFETY: a live socket, not locked by us.
-        unsafe { b::softrnic_tcp_read(self.raw.as_ptr(), false) };
-    }
-
     /// Send what fits now: the count taken (0 when the buffer is full).
     pub(crate) fn send(&self, bytes: &[u8], more: bool) -> Result<usize> {
         // SAFETY: a live socket; `bytes` is readable.

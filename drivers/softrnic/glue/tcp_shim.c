@@ -292,12 +292,6 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 	return kernel_sendmsg(t->sock, &msg, &iov, 1, len);
 }
 
-/* Bytes the socket's send buffer takes now. */
-int softrnic_tcp_wspace(struct softrnic_tcp *t)
-{
-	return sk_stream_wspace(t->sock->sk);
-}
-
 /* The largest segment the connection sends (for FPDU sizing). */
 unsigned int softrnic_tcp_mss(struct softrnic_tcp *t)
 {

@@ -237,8 +237,6 @@ struct CepInner {
     ird: u16,
     ord: u16,
     request: KVec<u8>,
-    /// The settings agreed.
-    neg: Option<Negotiated>,
     /// The connection's addresses (read once it is up: reading them
     /// takes the socket's lock, which callbacks may hold).
     local: SockAddr,
@@ -294,7 +292,6 @@ impl Cep {
                     ird: 0,
                     ord: 0,
                     request: KVec::new(),
-                    neg: None,
                     local: SockAddr::default(),
                     remote: SockAddr::default(),
                 }, "softrnic_cep"),
@@ -424,7 +421,6 @@ impl Cep {
             // The QP runs before the reply leaves: the initiator may send
             // as soon as it has it.
             bind_qp(&qp, &self, decision.0, tcp.clone(), true)?;
-            s.neg = Some(decision.0);
             s.qpn = Some(p.qpn);
             s.id = Some(id.clone_held());
             s.phase = Phase::Connected;
@@ -575,7 +571,6 @@ impl Cep {
                 let tcp = s.tcp.clone();
                 match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t, false)) {
                     Some(Ok(())) => {
-                        s.neg = Some(neg);
                         s.phase = Phase::Connected;
                         todo.ird = neg.ird.min(255) as u8;
                         todo.ord = neg.ord.min(255) as u8;
@@ -668,9 +663,9 @@ impl TcpHandler for Cep {
         }
     }
 
-    fn work(&self, s: TcpRef<'_>) {
-        s.read_process();
-    }
+    /// (An endpoint never defers work: its socket is read in callbacks
+    /// and, once, by the accepting listener.)
+    fn work(&self, _s: TcpRef<'_>) {}
 
     fn bytes(&self, data: &[u8]) -> usize {
         let mut todo = Todo::default();

@@ -65,6 +65,10 @@ module! {
             default: 1,
             description: "iWARP MPA CRC-32C: 0 off (used only if the peer asks), 1 asked for (RFC 5044's default), 2 required",
         },
+        mpa_timeout: u32 {
+            default: 10,
+            description: "iWARP: seconds a connection waits for the peer's MPA request or reply (1 to 300)",
+        },
     },
 }
 

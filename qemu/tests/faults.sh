@@ -57,36 +57,6 @@ n_qp=0
 [ -z "$RUN_QP" ] || n_qp=$(python3 /src/qemu/tests/faults_qp.py --count) || n_qp=0
 plan_pairs $(( $(words $PROFILES) * $(words $TESTS) + n_qp ))
 
-# netem arguments of a profile (empty: no qdisc).
-netem_of() {
-    case $1 in
-    clean) echo "" ;;
-    loss0.1) echo "loss 0.1%" ;;
-    loss1) echo "loss 1%" ;;
-    loss5) echo "loss 5%" ;;
-    # Gilbert-Elliott: 0.5 % of packets enter the bad state, 25 % leave it
-    # (bursts of 4 on average); half lost in the bad state, none in the
-    # good one: about 1 % lost, in bursts.
-    burst) echo "loss gemodel 0.5% 25% 50% 0%" ;;
-    # A quarter of the packets go at once, the rest 1 ms later.
-    reorder) echo "delay 1ms reorder 25%" ;;
-    dup) echo "duplicate 1%" ;;
-    # Bit flips: the ICRC must catch those in the RoCE payload (IPv4 RoCE
-    # sends UDP checksum 0, so nothing else does).
-    corrupt) echo "corrupt 0.1%" ;;
-    *) return 1 ;;
-    esac
-}
-
-set_fault() { # PROFILE: the same netem on both ends
-    args=$(netem_of $1) || return 1
-    for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
-        set -- $e
-        ip netns exec $1 tc qdisc del dev $2 root 2>/dev/null
-        [ -z "$args" ] || ip netns exec $1 tc qdisc add dev $2 root netem $args || return 1
-    done
-}
-
 counter() { cat /sys/class/infiniband/$1/ports/1/hw_counters/$2 2>/dev/null || echo 0; }
 # The sum of a softrnic counter over the pair's softrnic ends.
 sr_sum() {

@@ -14,11 +14,13 @@ T=/src/qemu/tests
 IP_A=10.89.0.1 IP_B=10.89.0.2
 set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_private_data \
     test_markers_refused test_truncated_request test_silent_peer test_listener_survives \
+    test_reply_timeout \
     test_bad_ddp_version_terminates test_bad_crc_terminates test_bad_queue_terminates \
     test_unknown_stag_write_terminates test_counters test_device_still_works
 plan $#
 
-modprobe softrnic mpa_crc=1 || { echo "DIED hostile_iwarp_setup: modprobe"; exit 1; }
+# (A peer's MPA request must come within 2 s: the silent cases end sooner.)
+modprobe softrnic mpa_crc=1 mpa_timeout=2 || { echo "DIED hostile_iwarp_setup: modprobe"; exit 1; }
 ip netns add wa && ip netns add wb &&
     ip link add wa0 netns wa type veth peer name wb0 netns wb &&
     ip -n wa addr add $IP_A/24 dev wa0 && ip -n wb addr add $IP_B/24 dev wb0 &&
@@ -28,8 +30,8 @@ ip netns add wa && ip netns add wb &&
     ip netns exec wb rdma link add wy0 type softrnic_iwarp netdev wb0 ||
     { echo "DIED hostile_iwarp_setup: namespaces and devices"; exit 1; }
 
-counter() {  # NAME: wx0's counter
-    rdma statistic show link wx0/1 | tr -s ' \n' ' ' | sed -n "s/.* $1 \([0-9]*\).*/\1/p"
+counter() {  # NAME [DEV]: the device's counter (wx0's by default)
+    rdma statistic show link ${2:-wx0}/1 | tr -s ' \n' ' ' | sed -n "s/.* $1 \([0-9]*\).*/\1/p"
 }
 
 # An rping server on wx0 (one connection), listening on PORT; its pid in
@@ -68,14 +70,39 @@ test_bad_key() { setup_refused bad_key; }
 test_bad_revision() { setup_refused bad_rev; }
 test_oversized_private_data() { setup_refused big_private; }
 test_markers_refused() { hostile 7501 markers; }
-test_truncated_request() { hostile 7501 truncated; }
-test_silent_peer() { hostile 7501 silent; }
+# A request cut short, or none at all: reset at the MPA deadline, counted.
+timed_out() {  # CASE
+    before=$(counter iw_mpa_timeouts)
+    hostile 7501 $1
+    wait_for '[ "$(counter iw_mpa_timeouts)" -gt "$before" ]' 50 ||
+        fail "iw_mpa_timeouts stayed at $before"
+}
+test_truncated_request() { timed_out truncated; }
+test_silent_peer() { timed_out silent; }
 # After all that, the same listener still takes a real connection.
 test_listener_survives() {
     kill -0 "$(srv)" 2>/dev/null || fail "rping server died: $(cat /tmp/rs.out)"
     ip netns exec wb timeout $((30 * SLOW)) rping -c -a $IP_A -p 7501 -C 1 -V > /tmp/rc.out 2>&1 ||
         fail "rping client: $(tail -n 1 /tmp/rc.out)"
     finished_server
+}
+
+# The other way round: a softrnic initiator (wy0) whose peer never replies
+# gives up at its deadline: rping fails, the connection is reset, counted.
+test_reply_timeout() {
+    before=$(counter iw_mpa_timeouts wy0)
+    ip netns exec wa timeout $((40 * SLOW)) python3 $T/iwarp_hostile.py $IP_A 7507 silent_listener > /tmp/sl.out 2>&1 &
+    sl=$!
+    wait_for "grep -q listening /tmp/sl.out" 100 || fail "listener did not start: $(cat /tmp/sl.out)"
+    start=$(date +%s)
+    ip netns exec wb timeout $((30 * SLOW)) rping -c -a $IP_A -p 7507 -C 1 > /tmp/rc.out 2>&1 &&
+        fail "rping connected to a peer that never replied"
+    took=$(( $(date +%s) - start ))
+    wait $sl || fail "$(tail -n 1 /tmp/sl.out)"
+    cat /tmp/sl.out
+    after=$(counter iw_mpa_timeouts wy0)
+    [ "$after" -gt "$before" ] || fail "wy0's iw_mpa_timeouts stayed at $before"
+    echo "rping gave up after ${took}s: $(tail -n 1 /tmp/rc.out)"
 }
 
 terminates() {  # PORT CASE
@@ -97,7 +124,7 @@ test_unknown_stag_write_terminates() { terminates 7505 unknown_stag_write; }
 
 test_counters() {
     rdma statistic show link wx0/1
-    for c in iw_rx_fpdus iw_tx_fpdus iw_mpa_rejects iw_terminates_sent iw_crc_errors; do
+    for c in iw_rx_fpdus iw_tx_fpdus iw_mpa_rejects iw_mpa_timeouts iw_terminates_sent iw_crc_errors; do
         [ "$(counter $c)" -gt 0 ] || fail "$c is 0"
     done
 }

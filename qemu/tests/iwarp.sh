@@ -1,6 +1,6 @@
 #!/bin/sh
 # Guest suite: the stock RDMA programs over iWARP (rdma_cm examples, rping,
-# perftest over rdma_cm) between two iWARP devices in two network namespaces
+# rsockets, perftest over rdma_cm) between two iWARP devices in two network namespaces
 # joined by a veth pair, for each pair of device types in PAIRS, with the
 # MPA CRC asked for by softrnic (its default) and then with softrnic's CRC
 # off (siw's default: no CRC on the wire at all), plus a capture of an rping
@@ -16,7 +16,8 @@
 . /src/qemu/tests/lib_pairs.sh
 
 PAIRS="siw:siw sw:sw sw:siw siw:sw"
-TESTS="ucmatose rping rping_big rping_ipv6 rdma_server write_bw read_bw send_bw send_lat capture"
+TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
+    send_lat capture"
 CRC_MODES="crc nocrc"
 
 NS_A=ta VETH_A=ta0 IP_A=10.78.0.1 IP6_A=fd78::1
@@ -66,12 +67,53 @@ t_rping() { rping_test 7401 1024 10; }
 t_rping_big() { rping_test 7405 64000 5; }
 # Over IPv6 (the veths' global addresses).
 t_rping_ipv6() { rping_test 7406 1024 10 $IP6_A; }
+# Over IPv6 link-local addresses, each with its interface as scope.
+t_rping_ll() {
+    ll=$(ip -n $NS_A -6 -o addr show dev $VETH_A scope link | sed -n 's/.* inet6 \(fe80::[0-9a-f:]*\)\/.*/\1/p')
+    [ -n "$ll" ] || fail "no link-local address on $VETH_A"
+    server rping -s -a $ll%$VETH_A -p 7407 -C 10 -S 1024 -V
+    ready "rdma resource show cm_id | grep 'state LISTEN' | grep -q ':7407 '"
+    client rping -c -a $ll%$VETH_B -p 7407 -C 10 -S 1024 -V
+    finish
+    result "10 x 1024 bytes verified over $ll"
+}
 
 t_rdma_server() {
     server rdma_server -s $IP_A -p 7403
     ready "cm_listening 7403"
     client rdma_client -s $IP_A -p 7403
     finish
+}
+
+# rsockets (librdmacm's sockets over RDMA; on iWARP they carry data in
+# SENDs): 100 transfers of 16 KiB each way, verified, over rstream's
+# blocking calls and riostream's riowrite (RDMA WRITEs into a mapped
+# buffer).
+rsocket_test() { # PROGRAM PORT
+    server $1 -b $IP_A -p $2 -S 16384 -C 100 -I 1 -T v
+    ready "cm_listening $2"
+    client $1 -s $IP_A -b $IP_B -p $2 -S 16384 -C 100 -I 1 -T v
+    finish
+    sed -n 's/^[[:space:]]*16k[[:space:]]/&/p' /tmp/cli.out | head -n 1 > /tmp/rs.line
+    [ -s /tmp/rs.line ] || fail "no 16k result line in the client's output"
+    result "$(awk '{print $4 $5 "/s"}' /tmp/rs.line)"
+}
+t_rstream() { rsocket_test rstream 7410; }
+t_riostream() { rsocket_test riostream 7411; }
+
+# rcopy: a 1 MiB file of random bytes over rsockets, compared on arrival.
+# (Its server serves copies until it is stopped.)
+t_rcopy() {
+    head -c 1048576 /dev/urandom > /tmp/rcopy.src
+    rm -f /tmp/rcopy.dst
+    server rcopy -p 7412
+    ready "cm_listening 7412 || rdma resource show cm_id | grep -q 'state LISTEN .*:7412 '"
+    client rcopy /tmp/rcopy.src $IP_A:/tmp/rcopy.dst -p 7412
+    kill $SRV 2>/dev/null; wait $SRV
+    echo "--- server"; cat /tmp/srv.out; echo "--- client: exit $CLI_RC"; cat /tmp/cli.out
+    [ "$CLI_RC" = 0 ] || fail "$(ended client "$CLI_RC" /tmp/cli.out)"
+    cmp /tmp/rcopy.src /tmp/rcopy.dst || fail "the copy differs from the source"
+    result "1 MiB copied and compared"
 }
 
 t_write_bw() { bw_test ib_write_bw 18711 -R -n $((300 / SLOW)); }

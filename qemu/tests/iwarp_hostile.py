@@ -6,7 +6,8 @@ usage: iwarp_hostile.py SERVER_IP PORT CASE
 
 Cases that break MPA setup (the connection must be closed or reset by the
 server, and nothing else happen): garbage, bad_key, bad_rev, big_private,
-markers, truncated, silent.  Cases that set up a connection (an rping
+markers, truncated, silent.  silent_listener turns it round: it listens,
+takes a softrnic initiator's MPA request and never replies.  Cases that set up a connection (an rping
 server accepts it) and then send a bad FPDU (the server must answer with a
 TERMINATE naming the cause, then close): bad_ddp_version, bad_crc,
 bad_queue, unknown_stag_write.  Prints one line: "closed ...", or
@@ -94,8 +95,31 @@ def setup_case(s, name):
         pass
 
 
+def silent_listener(host, port):
+    """Take one connection, read its MPA request and never answer: the
+    softrnic initiator must give up at its MPA deadline and reset."""
+    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((host, port))
+    ls.listen(1)
+    print('listening', flush=True)
+    ls.settimeout(30)
+    s, _ = ls.accept()
+    got, how = read_until_closed(s, limit=1 << 20)
+    if not got.startswith(REQ_KEY):
+        print(f'no MPA request from the initiator: {got[:24].hex()}')
+        return 1
+    if how == 'open':
+        print('the initiator kept the connection open with no reply')
+        return 1
+    print(f'request of {len(got)} bytes, then {how}')
+    return 0
+
+
 def main():
     host, port, case = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    if case == 'silent_listener':
+        return silent_listener(host, port)
     s = connect(host, port)
     if case in ('garbage', 'bad_key', 'bad_rev', 'big_private', 'markers'):
         setup_case(s, case)
@@ -109,10 +133,17 @@ def main():
         print(f'closed ({how})')
         return 0
     if case in ('truncated', 'silent'):
-        # The peer goes away mid-frame or before it: the server lets go.
+        # The peer stops mid-frame or never starts: the server lets go
+        # when its MPA deadline passes (hostile_iwarp.sh sets it to 2 s).
         setup_case(s, case)
-        s.close()
-        print('closed (by us)')
+        got, how = read_until_closed(s)
+        if how == 'open':
+            print(f'server kept the connection open after {case}')
+            return 1
+        if got:
+            print(f'server answered {case} with {len(got)} bytes: {got[:24].hex()}')
+            return 1
+        print(f'closed by the server ({how})')
         return 0
     crc_on = case == 'bad_crc'
     s.sendall(request(flags=0x10 | (0x40 if crc_on else 0)))

@@ -1,6 +1,6 @@
 # Helpers for guest suites that run stock RDMA programs between two RDMA
 # devices in two network namespaces joined by a veth pair (traffic.sh,
-# faults.sh: RoCE; iwarp.sh: iWARP).  Sourced after lib.sh; the suite sets
+# faults.sh: RoCE; iwarp.sh, faults_iwarp.sh: iWARP).  Sourced after lib.sh; the suite sets
 # NS_A VETH_A IP_A IP6_A, NS_B VETH_B IP_B IP6_B, DEV_A DEV_B, TYPE_A TYPE_B
 # (rxe or sr: RoCE; siw or sw, softrnic_iwarp: iWARP), PAIR, PAIR_TAG and T
 # (seconds per program end).
@@ -118,6 +118,39 @@ bw_test() {
     [ -n "$bw" ] || fail "no BW average in the client's output"
     unit=$(sed -n 's/.*BW average\[\([A-Za-z]*\)\/sec\].*/\1/p' /tmp/cli.out | head -n 1)
     result "$bw${unit:-MB}/s"
+}
+
+# The fault profiles (faults.sh, faults_iwarp.sh): netem on both ends of
+# the veth between the namespaces, so data and acknowledgements both suffer.
+# netem arguments of a profile (empty: no qdisc).
+netem_of() {
+    case $1 in
+    clean) echo "" ;;
+    loss0.1) echo "loss 0.1%" ;;
+    loss1) echo "loss 1%" ;;
+    loss5) echo "loss 5%" ;;
+    # Gilbert-Elliott: 0.5 % of packets enter the bad state, 25 % leave it
+    # (bursts of 4 on average); half lost in the bad state, none in the
+    # good one: about 1 % lost, in bursts.
+    burst) echo "loss gemodel 0.5% 25% 50% 0%" ;;
+    # A quarter of the packets go at once, the rest 1 ms later.
+    reorder) echo "delay 1ms reorder 25%" ;;
+    dup) echo "duplicate 1%" ;;
+    # Bit flips: the ICRC must catch those in the RoCE payload (IPv4 RoCE
+    # sends UDP checksum 0, so nothing else does); over TCP its checksum
+    # catches nearly all, and the MPA CRC, when on, the rest.
+    corrupt) echo "corrupt 0.1%" ;;
+    *) return 1 ;;
+    esac
+}
+
+set_fault() { # PROFILE: the same netem on both ends
+    args=$(netem_of $1) || return 1
+    for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
+        set -- $e
+        ip netns exec $1 tc qdisc del dev $2 root 2>/dev/null
+        [ -z "$args" ] || ip netns exec $1 tc qdisc add dev $2 root netem $args || return 1
+    done
 }
 
 # make_dev TYPE NETNS NETDEV NAME

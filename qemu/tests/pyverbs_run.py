@@ -4,9 +4,10 @@ print a one-line verdict plus every skip and its reason: PASS when unittest
 reports no failure and no error and at least one test ran, SKIP when every
 test of the module was skipped, FAIL otherwise.
 
-usage: pyverbs_run.py TESTS_DIR DEVICE MODULE [--no-data]
+usage: pyverbs_run.py TESTS_DIR DEVICE MODULE [--no-data] [--gid N]
   --no-data  leave out the tests that move data (for a device whose
-             transport does not move data yet: softrnic_iwarp)
+             transport does not move data yet)
+  --gid N    use GID index N of port 1 (given to rdma-core's own parser)
 """
 
 import os
@@ -27,10 +28,12 @@ NEEDS_DATA_PATH = {
 }
 
 tests_dir, dev, module = sys.argv[1:4]
-run_all = '--no-data' not in sys.argv[4:]
+extra = sys.argv[4:]
+run_all = '--no-data' not in extra
+gid = extra[extra.index('--gid') + 1:][:1] if '--gid' in extra else []
 sys.path.insert(0, tests_dir)
 os.chdir(tests_dir)
-sys.argv = ['run_tests.py', '--dev', dev]
+sys.argv = ['run_tests.py', '--dev', dev] + (['--port', '1', '--gid'] + gid if gid else [])
 from args_parser import parser  # noqa: E402  (rdma-core's own argument parser)
 parser.parse_args()
 from importlib.machinery import SourceFileLoader  # noqa: E402

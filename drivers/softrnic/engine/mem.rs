@@ -257,6 +257,19 @@ pub(crate) fn remote_invalidate(v: &DeviceVerbs, who: Requestor, rkey: u32) -> b
     }
 }
 
+/// Replace the word by `f` of it, atomically (a compare-and-swap loop: for
+/// the masked operations of RFC 7306, which no CPU instruction does); the
+/// value it held.
+pub(crate) fn atomic_update(a: &AtomicU64, f: impl Fn(u64) -> u64) -> u64 {
+    let mut cur = a.load(Ordering::SeqCst);
+    loop {
+        match a.compare_exchange(cur, f(cur), Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(v) => return v,
+            Err(v) => cur = v,
+        }
+    }
+}
+
 /// The atomic operations of the responder.
 pub(crate) fn atomic_op(a: &AtomicU64, cmp_swap: bool, compare: u64, swap_add: u64) -> u64 {
     if cmp_swap {

@@ -49,9 +49,12 @@ pub(crate) enum Counter {
     /// iWARP: connection setups refused (a reject sent or received, or a
     /// bad MPA frame).
     IwMpaRejects,
+    /// iWARP: connection setups ended because the peer's MPA request or
+    /// reply did not arrive in time (`mpa_timeout`).
+    IwMpaTimeouts,
 }
 
-pub(crate) const COUNTERS: usize = 20;
+pub(crate) const COUNTERS: usize = 21;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_packets",
     c"rx_packets",
@@ -73,6 +76,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"iw_terminates_sent",
     c"iw_terminates_received",
     c"iw_mpa_rejects",
+    c"iw_mpa_timeouts",
 ];
 
 impl From<crate::roce::Count> for Counter {

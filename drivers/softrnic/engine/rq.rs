@@ -137,6 +137,26 @@ impl RecvSide<'_> {
         .flatten()
     }
 
+    /// Replace the word at `va` under `rkey` (remote atomic access) by `f`
+    /// of it; the value it held, or `None` when the access is refused.
+    pub(crate) fn remote_atomic_update(
+        &self,
+        rkey: u32,
+        va: u64,
+        f: impl Fn(u64) -> u64,
+    ) -> Option<u64> {
+        mem::with_remote(
+            self.dev.verbs(),
+            self.who(),
+            rkey,
+            va,
+            8,
+            REMOTE_ATOMIC,
+            |m, iova| m.atomic(iova, |w| mem::atomic_update(w, &f)),
+        )
+        .flatten()
+    }
+
     pub(crate) fn invalidate(&self, rkey: u32) -> bool {
         mem::remote_invalidate(self.dev.verbs(), self.who(), rkey)
     }

@@ -32,10 +32,9 @@ pub(crate) fn fill_device_attr(t: Transport, node_guid: u64, a: &mut b::ib_devic
     a.max_qp_rd_atom = l.max_qp_rd_atom;
     a.max_qp_init_rd_atom = l.max_qp_init_rd_atom;
     a.max_res_rd_atom = l.max_res_rd_atom;
-    a.atomic_cap = match t {
-        Transport::Roce => b::ib_atomic_cap_IB_ATOMIC_HCA,
-        Transport::Iwarp => b::ib_atomic_cap_IB_ATOMIC_NONE,
-    };
+    // iWARP: RFC 7306's atomics, on a connection to a softrnic peer (one
+    // to siw completes them in error, as it does WRITE with immediate).
+    a.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
     a.masked_atomic_cap = b::ib_atomic_cap_IB_ATOMIC_NONE;
     a.max_mw = l.max_mw;
     a.max_mcast_grp = l.max_mcast_grp;

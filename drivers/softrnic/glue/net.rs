@@ -204,6 +204,13 @@ pub(crate) fn crc32_le(crc: u32, bytes: &[u8]) -> u32 {
     unsafe { b::softrnic_crc32_le(crc, bytes.as_ptr(), bytes.len()) }
 }
 
+/// One step of an FPDU's CRC-32C by the kernel's optimised `crc32c` (the
+/// same recurrence as `crc::crc32c_update`).
+pub(crate) fn crc32c(crc: u32, bytes: &[u8]) -> u32 {
+    // SAFETY: reads `bytes.len()` bytes of a live slice.
+    unsafe { b::softrnic_crc32c(crc, bytes.as_ptr(), bytes.len()) }
+}
+
 /// A page mapped for a short copy; unmapped when dropped (mappings nest
 /// LIFO, so keep these in local scopes).
 pub(crate) struct PageMap(NonNull<u8>);

@@ -438,6 +438,12 @@ u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len)
 	return crc32_le(crc, p, len);
 }
 
+/* The kernel's CRC-32C (arch-optimised): one step of an MPA FPDU's CRC. */
+u32 softrnic_crc32c(u32 crc, const u8 *p, size_t len)
+{
+	return crc32c(crc, p, len);
+}
+
 /* ---- memory ---- */
 
 /* Map a page for a short copy (undone by softrnic_kunmap, LIFO, same CPU). */

@@ -150,6 +150,7 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 int softrnic_skb_xmit(struct sk_buff *skb);
 
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);
+u32 softrnic_crc32c(u32 crc, const u8 *p, size_t len);
 void *softrnic_kmap(struct page *page);
 void softrnic_kunmap(void *addr);
 size_t softrnic_umem_page_count(struct ib_umem *umem);
@@ -202,7 +203,7 @@ int softrnic_tcp_connect(struct net_device *ndev,
 void softrnic_tcp_release(struct softrnic_tcp *t, bool abort);
 void softrnic_tcp_release_now(struct softrnic_tcp *t);
 void softrnic_tcp_exit(void);
-void softrnic_tcp_defer(struct softrnic_tcp *t);
+void softrnic_tcp_defer(struct softrnic_tcp *t, unsigned int msecs);
 int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 		      bool more);
 unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);

@@ -48,7 +48,8 @@ pub(crate) trait TcpHandler: Send + Sync {
     /// A callback of the socket (softirq or process context; the socket's
     /// callback lock is held: `s` must not be released from here).
     fn event(&self, s: TcpRef<'_>, ev: TcpEvent);
-    /// The socket's deferred work ([`TcpRef::defer`]), in process context.
+    /// The socket's deferred work ([`TcpRef::defer`],
+    /// [`TcpRef::defer_after`]), in process context.
     fn work(&self, s: TcpRef<'_>);
     /// Bytes read from the stream ([`TcpRef::read`]): how many are taken
     /// (the rest stay in the socket).
@@ -265,7 +266,14 @@ impl TcpRef<'_> {
     /// Run the handler's `work` in process context.
     pub(crate) fn defer(&self) {
         // SAFETY: a live socket.
-        unsafe { b::softrnic_tcp_defer(self.raw.as_ptr()) }
+        unsafe { b::softrnic_tcp_defer(self.raw.as_ptr(), 0) }
+    }
+
+    /// Run the handler's `work` in process context `msecs` from now (or
+    /// sooner, if it is queued already).
+    pub(crate) fn defer_after(&self, msecs: u32) {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_defer(self.raw.as_ptr(), msecs) }
     }
 }
 
@@ -276,6 +284,10 @@ impl Tcp {
 
     pub(crate) fn mss(&self) -> u32 {
         self.as_ref().mss()
+    }
+
+    pub(crate) fn defer_after(&self, msecs: u32) {
+        self.as_ref().defer_after(msecs)
     }
 }
 

@@ -4,7 +4,8 @@
  * A softrnic_tcp is one socket in the network namespace of the device's
  * netdev, with its callbacks (data ready, write space, state change) routed
  * to Rust (softrnic_tcp_event) with the context Rust gave, and a work item
- * Rust may queue for what needs process context (accepting).  Received
+ * Rust may queue, at once or after a delay, for what needs process context
+ * (accepting) or a deadline (MPA setup).  Received
  * bytes are handed to Rust where they lie in the socket's buffers
  * (tcp_read_sock): MPA frames and FPDUs are parsed and placed from there,
  * with no copy in between.
@@ -18,7 +19,7 @@
 struct softrnic_tcp {
 	struct socket *sock;
 	void *ctx;
-	struct work_struct work;
+	struct delayed_work work;
 	struct list_head dead;
 	bool abort;
 	/* Both ends' addresses, read before the callbacks are ours (reading
@@ -69,7 +70,8 @@ static void softrnic_tcp_state_change(struct sock *sk)
 
 static void softrnic_tcp_work_fn(struct work_struct *w)
 {
-	struct softrnic_tcp *t = container_of(w, struct softrnic_tcp, work);
+	struct softrnic_tcp *t = container_of(to_delayed_work(w),
+					      struct softrnic_tcp, work);
 
 	softrnic_tcp_work(t->ctx, t);
 }
@@ -86,7 +88,7 @@ static struct softrnic_tcp *softrnic_tcp_wrap(struct socket *sock, void *ctx)
 	}
 	t->sock = sock;
 	t->ctx = ctx;
-	INIT_WORK(&t->work, softrnic_tcp_work_fn);
+	INIT_DELAYED_WORK(&t->work, softrnic_tcp_work_fn);
 	/* (A listening socket has no peer: its remote stays zero.) */
 	if (kernel_getsockname(sock, (struct sockaddr *)&t->local) < 0)
 		memset(&t->local, 0, sizeof(t->local));
@@ -222,7 +224,7 @@ static void softrnic_tcp_close(struct softrnic_tcp *t)
 	sk->sk_write_space = t->saved_write_space;
 	sk->sk_state_change = t->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
-	disable_work_sync(&t->work);
+	disable_delayed_work_sync(&t->work);
 	if (t->abort)
 		sock_no_linger(sk);
 	else
@@ -273,10 +275,15 @@ void softrnic_tcp_exit(void)
 	flush_work(&softrnic_tcp_reaper);
 }
 
-/* Queue the socket's work (softrnic_tcp_work in process context). */
-void softrnic_tcp_defer(struct softrnic_tcp *t)
+/* Run the socket's work (softrnic_tcp_work in process context) in `msecs`
+ * (0: now), or sooner if already queued sooner: a deadline never delays
+ * work already due. */
+void softrnic_tcp_defer(struct softrnic_tcp *t, unsigned int msecs)
 {
-	queue_work(system_dfl_wq, &t->work);
+	unsigned long delay = msecs_to_jiffies(msecs);
+
+	if (!queue_delayed_work(system_dfl_wq, &t->work, delay) && !delay)
+		mod_delayed_work(system_dfl_wq, &t->work, 0);
 }
 
 /* Send what fits now: the count taken (maybe fewer than `len`), -EAGAIN

@@ -229,6 +229,9 @@ fn refused_headers_name_their_terminate_cause() {
     let mut b = buf[..n].to_vec();
     b[2 + UNTAGGED_LEN + 3] = 7;
     assert_eq!(parse_header(&b), Err(HeaderError::AtomicOp(7)));
+    // AOpCode 1 is reserved (RFC 7306 figure 5: there is no plain swap).
+    b[2 + UNTAGGED_LEN + 3] = 1;
+    assert_eq!(parse_header(&b), Err(HeaderError::AtomicOp(1)));
     // Placement that does not match the opcode will not build.
     let bad = Header {
         place: untagged(0, 1, 0),
@@ -317,4 +320,53 @@ fn messages_are_cut_into_aligned_segments() {
             ..
         }
     ));
+}
+
+/// RFC 7306 section 5.1's operations: the verbs' plain ones, and the
+/// masked forms (an add mask bit is a field boundary that stops a carry;
+/// compare and swap masks choose the bits).
+#[test]
+fn atomics_apply_as_rfc_7306_defines_them() {
+    let fa = |orig: u64, add: u64, mask: u64| {
+        AtomicRequest {
+            add_swap_mask: mask,
+            ..AtomicRequest::plain(AtomicOp::FetchAdd, 1, 2, 0, add, 0)
+        }
+        .apply(orig)
+    };
+    // Plain: a 64-bit add that wraps; the request as section 5.2.1 wants.
+    let p = AtomicRequest::plain(AtomicOp::FetchAdd, 1, 2, 8, 5, 99);
+    assert_eq!(
+        (p.add_swap_mask, p.compare, p.compare_mask),
+        (0, 0, u64::MAX)
+    );
+    assert_eq!(p.apply(10), 15);
+    assert_eq!(fa(u64::MAX, 2, 0), 1);
+    assert_eq!(fa(0x0000_0000_FFFF_FFFF, 1, 0), 0x0000_0001_0000_0000);
+    // Two 32-bit fields: the low field's carry stays in it.
+    let two = 0x8000_0000_8000_0000;
+    assert_eq!(
+        fa(0x0000_0005_FFFF_FFFF, 0x0000_0001_0000_0001, two),
+        0x0000_0006_0000_0000
+    );
+    // Every bit its own field: addition without carries (XOR).
+    assert_eq!(fa(0b1011, 0b0110, u64::MAX), 0b1101);
+    // Compare-and-swap, plain: swaps on a match only.
+    let cs = AtomicRequest::plain(AtomicOp::CompareSwap, 1, 2, 0, 0xAAAA, 7);
+    assert_eq!(cs.apply(7), 0xAAAA);
+    assert_eq!(cs.apply(8), 8);
+    // Masked: compare the low byte, swap the high byte.
+    let m = AtomicRequest {
+        compare_mask: 0xFF,
+        add_swap_mask: 0xFF00,
+        ..AtomicRequest::plain(AtomicOp::CompareSwap, 1, 2, 0, 0x1234, 0x77)
+    };
+    assert_eq!(m.apply(0x5577), 0x1277);
+    assert_eq!(m.apply(0x5578), 0x5578);
+    // A swap: compare mask zero always matches.
+    let sw = AtomicRequest {
+        compare_mask: 0,
+        ..AtomicRequest::plain(AtomicOp::CompareSwap, 1, 2, 0, 42, 0)
+    };
+    assert_eq!(sw.apply(9), 42);
 }

@@ -465,3 +465,30 @@ fn a_terminate_reaches_the_caller() {
     feed(&mut io, &mut st, &fpdu(&h, &[0x55; 20], true)).unwrap();
     assert_eq!(io.terminated, Some(t));
 }
+
+#[test]
+fn without_rfc_7306_its_messages_draw_a_terminate() {
+    let at = request(
+        Opcode::AtomicRequest,
+        1,
+        RdmapHeader::AtomicRequest(AtomicRequest {
+            op: AtomicOp::FetchAdd,
+            req_id: 1,
+            stag: 0x100,
+            to: 0x10_000,
+            add_swap: 1,
+            add_swap_mask: 0,
+            compare: 0,
+            compare_mask: 0,
+        }),
+    );
+    let imm = request(Opcode::Immediate, 1, RdmapHeader::Immediate(*b"12345678"));
+    for h in [at, imm] {
+        let mut io = new_io();
+        io.posted.push_back(vec![0; 16]);
+        let mut st = InboundState::new(4).extensions(false);
+        let f = feed(&mut io, &mut st, &fpdu(&h, &[], true)).unwrap_err();
+        assert_eq!(f.cause, cause::UNEXPECTED_OPCODE);
+        assert!(io.atomics.is_empty() && io.received.is_empty());
+    }
+}

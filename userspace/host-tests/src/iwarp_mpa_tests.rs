@@ -11,6 +11,7 @@ const POLICY: Policy = Policy {
     p2p: false,
     max_ird: 16,
     max_ord: 16,
+    ext: false,
 };
 
 /// A request as siw's default initiator builds it: flags 0x10, revision
@@ -85,6 +86,7 @@ fn frames_round_trip_with_every_flag() {
                 reject: kind == Kind::Reply,
                 rev,
                 ird_ord: (rev == 2).then_some(words),
+                ext: true,
                 private: &[9; 100],
             };
             let mut buf = [0u8; 200];
@@ -101,6 +103,7 @@ fn frames_round_trip_with_every_flag() {
         reject: false,
         rev: 2,
         ird_ord: Some(words),
+        ext: false,
         private: &[],
     };
     let mut buf = [0u8; 32];
@@ -225,6 +228,7 @@ fn negotiation_follows_rfc_5044_and_rfc_6581() {
         reject: false,
         rev: 2,
         ird_ord: Some(IrdOrd::default()),
+        ext: false,
         private: &[],
     };
     assert_eq!(
@@ -318,4 +322,59 @@ fn negotiation_follows_rfc_5044_and_rfc_6581() {
     assert_eq!(rep.rev, 1);
     let m = connected(&v1, 5, 6, &r, &rep).unwrap();
     assert_eq!((m.ird, m.ord, m.rtr), (5, 6, None));
+}
+
+/// RFC 7306 between two softrnic ends: offered in the request (0x02),
+/// accepted in the reply (0x01); never with siw, whose reply echoes the
+/// request's reserved bits, nor to siw, whose request has none.
+#[test]
+fn extensions_are_negotiated_only_between_softrnic_ends() {
+    let ours = Policy {
+        ext: true,
+        ..POLICY
+    };
+    let mut buf = [0u8; 64];
+
+    // softrnic to softrnic.
+    let req = request(&ours, 4, 4, b"pd");
+    let len = req.build(&mut buf).unwrap();
+    assert_eq!(buf[16], 0x40 | 0x10 | 0x02);
+    let req_back = parse(Kind::Request, &buf[..len]).unwrap();
+    assert!(req_back.ext);
+    let d = accept(&ours, &req_back, 4, 4).unwrap();
+    assert!(d.0.ext);
+    let rep = reply(&req_back, Some(&d), b"");
+    let mut rbuf = [0u8; 64];
+    let rlen = rep.build(&mut rbuf).unwrap();
+    assert_eq!(rbuf[16] & 0x03, 0x01, "the reply accepts with its own bit");
+    let rep_back = parse(Kind::Reply, &rbuf[..rlen]).unwrap();
+    assert!(connected(&ours, 4, 4, &req, &rep_back).unwrap().ext);
+
+    // softrnic to siw: siw's reply is our request's header with the reply
+    // key, bits and words kept (siw_cm.c builds it in place): the offer
+    // bit comes back, which is no acceptance.
+    let mut echoed = buf[..len].to_vec();
+    echoed[..16].copy_from_slice(b"MPA ID Rep Frame");
+    let rep = parse(Kind::Reply, &echoed).unwrap();
+    assert!(!rep.ext);
+    assert!(!connected(&ours, 4, 4, &req, &rep).unwrap().ext);
+
+    // siw to softrnic: no offer, no acceptance; the reply is the one siw
+    // has always had from us (no reserved bit set).
+    let siw = siw_request(4, 4, b"");
+    let req = parse(Kind::Request, &siw).unwrap();
+    let d = accept(&ours, &req, 4, 4).unwrap();
+    assert!(!d.0.ext);
+    let rlen = reply(&req, Some(&d), b"").build(&mut rbuf).unwrap();
+    assert_eq!(rbuf[16], 0x50);
+    assert!(!parse(Kind::Reply, &rbuf[..rlen]).unwrap().ext);
+
+    // An offer to a responder without the extensions: declined.
+    let req = request(&ours, 4, 4, b"");
+    let d = accept(&POLICY, &req, 4, 4).unwrap();
+    assert!(!d.0.ext);
+    let rep = reply(&req, Some(&d), b"");
+    assert!(!connected(&ours, 4, 4, &req, &rep).unwrap().ext);
+    // A refusal never accepts.
+    assert!(!reply(&req, None, b"").ext);
 }

@@ -222,16 +222,17 @@ pub(crate) struct ReadRequest {
     pub(crate) src_to: u64,
 }
 
-/// RFC 7306's atomic operations.
+/// RFC 7306's atomic operations (section 5.1; AOpCode 1 is reserved: a
+/// swap is a compare-and-swap whose compare mask is zero).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum AtomicOp {
     FetchAdd = 0,
-    Swap = 1,
     CompareSwap = 2,
 }
 
-/// An atomic request (RFC 7306 section 5.2).  Masks of all ones make the
-/// plain 64-bit operations of the verbs.
+/// An atomic request (RFC 7306 section 5.2).  The verbs' plain 64-bit
+/// operations: FetchAdd with an add mask of zero (no field boundary),
+/// CompareSwap with both masks all ones (`plain`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct AtomicRequest {
     pub(crate) op: AtomicOp,
@@ -242,6 +243,74 @@ pub(crate) struct AtomicRequest {
     pub(crate) add_swap_mask: u64,
     pub(crate) compare: u64,
     pub(crate) compare_mask: u64,
+}
+
+impl AtomicRequest {
+    /// The request for a verbs atomic: fetch-and-add of `add_swap`, or
+    /// compare-and-swap of `compare` for `add_swap`.  (A FetchAdd sends
+    /// compare data 0 and an all-ones compare mask, which the target
+    /// ignores, as section 5.2.1 says.)
+    pub(crate) const fn plain(
+        op: AtomicOp,
+        req_id: u32,
+        stag: u32,
+        to: u64,
+        add_swap: u64,
+        compare: u64,
+    ) -> AtomicRequest {
+        let (add_swap_mask, compare) = match op {
+            AtomicOp::FetchAdd => (0, 0),
+            AtomicOp::CompareSwap => (u64::MAX, compare),
+        };
+        AtomicRequest {
+            op,
+            req_id,
+            stag,
+            to,
+            add_swap,
+            add_swap_mask,
+            compare,
+            compare_mask: u64::MAX,
+        }
+    }
+
+    /// The value the target word takes when it held `orig` (section
+    /// 5.1): FetchAdd adds field by field, a carry out of a bit set in the
+    /// add mask (a field's most significant bit) discarded; CompareSwap
+    /// swaps the swap mask's bits when the compare mask's bits match.
+    pub(crate) const fn apply(&self, orig: u64) -> u64 {
+        match self.op {
+            AtomicOp::FetchAdd => {
+                // Bit by bit, as the section's pseudo code.
+                let mut sum = 0u64;
+                let mut carry = 0u64;
+                let mut i = 0;
+                while i < 64 {
+                    let bit = 1u64 << i;
+                    let a = (orig & bit != 0) as u64;
+                    let b = (self.add_swap & bit != 0) as u64;
+                    let t = a + b + carry;
+                    if t & 1 != 0 {
+                        sum |= bit;
+                    }
+                    carry = if self.add_swap_mask & bit != 0 {
+                        0
+                    } else {
+                        t >> 1
+                    };
+                    i += 1;
+                }
+                sum
+            }
+            AtomicOp::CompareSwap => {
+                if (self.compare ^ orig) & self.compare_mask == 0 {
+                    (orig & !self.add_swap_mask) | (self.add_swap & self.add_swap_mask)
+                } else {
+                    orig
+                }
+            }
+        }
+    }
 }
 
 /// An atomic response: the request it answers and the value the target
@@ -482,7 +551,6 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<Parsed, HeaderError> {
         Opcode::AtomicRequest => RdmapHeader::AtomicRequest(AtomicRequest {
             op: match r[3] & 0x0F {
                 0 => AtomicOp::FetchAdd,
-                1 => AtomicOp::Swap,
                 2 => AtomicOp::CompareSwap,
                 v => return Err(HeaderError::AtomicOp(v)),
             },

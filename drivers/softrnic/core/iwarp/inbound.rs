@@ -118,6 +118,8 @@ pub(crate) struct InboundState {
     /// many the IRD allows.
     reads_in: u32,
     ird: u32,
+    /// RFC 7306's messages are welcome (negotiated at setup).
+    extensions: bool,
 }
 
 impl InboundState {
@@ -128,7 +130,15 @@ impl InboundState {
             untagged: None,
             reads_in: 0,
             ird,
+            extensions: true,
         }
+    }
+
+    /// Whether the peer may send RFC 7306's messages (atomics, immediate
+    /// data): on a stream without them they draw a TERMINATE.
+    pub(crate) const fn extensions(mut self, on: bool) -> InboundState {
+        self.extensions = on;
+        self
     }
 
     /// A queued READ or atomic response went out: a request slot frees.
@@ -284,6 +294,9 @@ impl<Io: InboundIo> Inbound<'_, Io> {
 impl<Io: InboundIo> Sink for Inbound<'_, Io> {
     fn begin(&mut self, p: &Parsed) -> Result<(), Cause> {
         let op = p.hdr.opcode;
+        if op.extension() && !self.state.extensions {
+            return Err(cause::UNEXPECTED_OPCODE);
+        }
         match p.hdr.place {
             Placement::Tagged { stag, to } => self.begin_tagged(p, stag, to),
             Placement::Untagged { qn, msn, mo, .. } => {

@@ -18,6 +18,16 @@
 //! Linux siw does.  It answers with the request's revision; it sends
 //! revision 2 with the IRD/ORD words, which siw requires of a reply to its
 //! own revision-2 request.
+//!
+//! RFC 7306 (atomics, immediate data) leaves it to the ends to know that
+//! both have it.  softrnic finds out in setup with two bits of the flag
+//! byte's reserved field (RFC 5044 7.1: zero when sent, ignored when
+//! received): an initiator that has the extensions sets `EXT_OFFER` in its
+//! request, a softrnic responder that takes them sets `EXT_ACCEPT` (another
+//! bit) in its reply.  Two bits, not one, because siw builds its reply from
+//! the request's header and so echoes reserved bits: an echoed offer is not
+//! an acceptance.  (siw uses a third reserved bit, 0x08, for its own GSO
+//! hint; softrnic neither sets nor reads it.)
 
 /// Bytes of a frame before its private data.
 pub(crate) const HEADER_LEN: usize = 20;
@@ -36,6 +46,9 @@ const FLAG_MARKERS: u8 = 0x80;
 const FLAG_CRC: u8 = 0x40;
 const FLAG_REJECT: u8 = 0x20;
 const FLAG_ENHANCED: u8 = 0x10;
+/// softrnic's RFC 7306 offer (request) and acceptance (reply).
+const FLAG_EXT_OFFER: u8 = 0x02;
+const FLAG_EXT_ACCEPT: u8 = 0x01;
 
 const IRD_P2P: u16 = 0x8000;
 const IRD_RTR_SEND: u16 = 0x4000;
@@ -125,6 +138,8 @@ pub(crate) struct Frame<'a> {
     pub(crate) rev: u8,
     /// The RFC 6581 words (revision 2 with the enhanced bit).
     pub(crate) ird_ord: Option<IrdOrd>,
+    /// RFC 7306: offered (request) or accepted (reply) by a softrnic end.
+    pub(crate) ext: bool,
     /// The consumer's private data (after the IRD/ORD words).
     pub(crate) private: &'a [u8],
 }
@@ -145,6 +160,14 @@ pub(crate) enum FrameError {
     NoIrdOrd,
     /// A buffer too small to build into.
     BufferTooSmall,
+}
+
+/// The bit that says `ext` in a frame of this kind.
+const fn ext_flag(kind: Kind) -> u8 {
+    match kind {
+        Kind::Request => FLAG_EXT_OFFER,
+        Kind::Reply => FLAG_EXT_ACCEPT,
+    }
 }
 
 /// Parse a whole frame of the given kind.  A frame's private data length
@@ -188,6 +211,7 @@ pub(crate) fn parse(kind: Kind, bytes: &[u8]) -> Result<Frame<'_>, FrameError> {
         reject: kind == Kind::Reply && flags & FLAG_REJECT != 0,
         rev,
         ird_ord,
+        ext: flags & ext_flag(kind) != 0,
         private,
     })
 }
@@ -224,6 +248,9 @@ impl Frame<'_> {
         }
         if words.is_some() {
             flags |= FLAG_ENHANCED;
+        }
+        if self.ext {
+            flags |= ext_flag(self.kind);
         }
         out[16] = flags;
         out[17] = self.rev;
@@ -347,6 +374,8 @@ pub(crate) struct Policy {
     /// The most inbound and outbound READs this side supports.
     pub(crate) max_ird: u16,
     pub(crate) max_ord: u16,
+    /// RFC 7306 atomics and immediate data (offer them, or take an offer).
+    pub(crate) ext: bool,
 }
 
 /// What a connection settled on.
@@ -360,6 +389,8 @@ pub(crate) struct Negotiated {
     /// Peer-to-peer: the RTR message the initiator sends first (exactly
     /// one of the three), `None` outside peer-to-peer mode.
     pub(crate) rtr: Option<Rtr>,
+    /// Both ends have RFC 7306 (both are softrnic).
+    pub(crate) ext: bool,
 }
 
 /// Why a connection cannot be set up (TERMINATE's LLP error codes of
@@ -413,6 +444,7 @@ pub(crate) fn request<'a>(p: &Policy, ird: u16, ord: u16, private: &'a [u8]) -> 
                 Rtr::default()
             },
         }),
+        ext: p.ext,
         private,
     }
 }
@@ -441,6 +473,7 @@ pub(crate) fn accept(
             ird: ird.min(p.max_ird),
             ord: ord.min(p.max_ord),
             rtr: None,
+            ext: req.ext && p.ext,
         };
         return Ok((n, None));
     };
@@ -487,6 +520,7 @@ pub(crate) fn accept(
         ird: my_ird,
         ord: my_ord,
         rtr,
+        ext: req.ext && p.ext,
     };
     Ok((n, Some(words)))
 }
@@ -505,6 +539,7 @@ pub(crate) fn reply<'a>(
             reject: false,
             rev: n.rev,
             ird_ord: *words,
+            ext: n.ext,
             private,
         },
         None => Frame {
@@ -514,6 +549,7 @@ pub(crate) fn reply<'a>(
             reject: true,
             rev: req.rev,
             ird_ord: req.ird_ord.map(|_| IrdOrd::default()),
+            ext: false,
             private,
         },
     }
@@ -549,6 +585,7 @@ pub(crate) fn connected(
                 ird: ird.min(p.max_ird),
                 ord: ord.min(p.max_ord),
                 rtr: None,
+                ext: req.ext && rep.ext,
             });
         }
         (Some(_), None) => return Err(SetupError::Frame(FrameError::NoIrdOrd)),
@@ -580,5 +617,6 @@ pub(crate) fn connected(
         ird: mine.ird.max(theirs.ord).min(p.max_ird),
         ord: mine.ord.min(theirs.ird),
         rtr,
+        ext: req.ext && rep.ext,
     })
 }

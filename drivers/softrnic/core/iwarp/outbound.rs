@@ -292,16 +292,14 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
                 m.first = self.untagged(
                     Opcode::AtomicRequest,
                     0,
-                    RdmapHeader::AtomicRequest(AtomicRequest {
+                    RdmapHeader::AtomicRequest(AtomicRequest::plain(
                         op,
-                        req_id: self.atomic_id,
-                        stag: w.remote_stag,
-                        to: w.remote_to,
+                        self.atomic_id,
+                        w.remote_stag,
+                        w.remote_to,
                         add_swap,
-                        add_swap_mask: u64::MAX,
                         compare,
-                        compare_mask: u64::MAX,
-                    }),
+                    )),
                 );
                 m.len = 0;
                 m.src = Source::None;

@@ -32,7 +32,7 @@ use crate::verbs::qp::After;
 /// (siw's default too), CRC as the `mpa_crc` module parameter says (by
 /// default asked for, as RFC 5044 wants; a responder that asks gets it from
 /// a peer that did not, as the rules allow), no peer-to-peer RTR unless the
-/// peer asks.
+/// peer asks, RFC 7306 offered and taken (only a softrnic peer has it).
 fn policy(dev: &IbDevice) -> Policy {
     let l = dev.limits();
     let crc = match crate::module_parameters::mpa_crc.value() {
@@ -46,7 +46,15 @@ fn policy(dev: &IbDevice) -> Policy {
         p2p: false,
         max_ird: l.max_qp_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
         max_ord: l.max_qp_init_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
+        ext: true,
     }
+}
+
+/// How long a connection waits for the peer's MPA request (passive) or
+/// reply (active), in milliseconds: then it is reset, and an active one
+/// reports ETIMEDOUT (siw waits 10 s for each).
+fn mpa_timeout_ms() -> u32 {
+    crate::module_parameters::mpa_timeout.value().clamp(1, 300) * 1000
 }
 
 /// The most private data softrnic sends in an MPA frame (siw's and the
@@ -165,6 +173,7 @@ impl Listener {
                 s.tcp = Some(tcp.clone());
                 (s.local, s.remote) = (local, remote);
             }
+            tcp.defer_after(mpa_timeout_ms());
             // Bytes that came before the socket was ours.
             tcp.read();
         }
@@ -599,10 +608,20 @@ fn bind_qp(
     tcp: Arc<Tcp>,
     responder: bool,
 ) -> Result {
+    use crate::transport::iwarp::stream::{Stream, INITIATOR_HOLD_USECS, RESPONDER_HOLD_USECS};
+    // How long the stream holds its first FPDU (see `Stream::hold`): a
+    // responder until the initiator's first; an initiator a moment, for a
+    // siw responder, but not at all for a softrnic one (known by RFC 7306:
+    // it hands its socket to the QP before its reply goes out).
+    let hold = match (responder, neg.ext) {
+        (true, _) => Some(RESPONDER_HOLD_USECS),
+        (false, false) => Some(INITIATOR_HOLD_USECS),
+        (false, true) => None,
+    };
     // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
     let me = unsafe { arc_of(cep) };
     let slots = qp.inner.lock().sq.slots();
-    let stream = crate::transport::iwarp::stream::Stream::new(me, tcp, &neg, slots)?;
+    let stream = Stream::new(me, tcp, &neg, slots, hold.is_some())?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
@@ -613,17 +632,10 @@ fn bind_qp(
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
         }
-        // Until the timer (or the peer's first FPDU) the stream sends
-        // nothing (see `Stream::hold`).
-        let dying = q.eng.dying;
-        qp.arm_timer(
-            dying,
-            if responder {
-                crate::transport::iwarp::stream::RESPONDER_HOLD_USECS
-            } else {
-                crate::transport::iwarp::stream::INITIATOR_HOLD_USECS
-            },
-        );
+        if let Some(usecs) = hold {
+            let dying = q.eng.dying;
+            qp.arm_timer(dying, usecs);
+        }
     }
     qp.after(after);
     // Work posted before the connection was up.
@@ -663,9 +675,20 @@ impl TcpHandler for Cep {
         }
     }
 
-    /// (An endpoint never defers work: its socket is read in callbacks
-    /// and, once, by the accepting listener.)
-    fn work(&self, _s: TcpRef<'_>) {}
+    /// The MPA setup's deadline (armed when the socket became ours): a
+    /// peer whose request or reply has not arrived by now is let go.
+    fn work(&self, _s: TcpRef<'_>) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if !matches!(s.phase, Phase::AwaitRequest | Phase::AwaitReply) {
+                return;
+            }
+            self.dev().counters().bump(Counter::IwMpaTimeouts);
+            self.end(&mut s, &mut todo, ETIMEDOUT.to_errno(), true);
+        }
+        self.finish(todo);
+    }
 
     fn bytes(&self, data: &[u8]) -> usize {
         let mut todo = Todo::default();
@@ -775,5 +798,6 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
         cep.abort();
         return Err(ECONNRESET);
     }
+    tcp.defer_after(mpa_timeout_ms());
     Ok(cep)
 }

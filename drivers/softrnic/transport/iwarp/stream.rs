@@ -16,11 +16,11 @@ use kernel::sync::Arc;
 
 use super::cm::Cep;
 use crate::abi::{self, SendWqe, Sge};
-use crate::crc::crc32c_update;
 use crate::engine::mem::{self, Data, REMOTE_READ};
 use crate::engine::rq::RecvSide;
 use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
 use crate::engine::Counter;
+use crate::glue::net::crc32c;
 use crate::glue::tcp::Tcp;
 use crate::glue::IbDevice;
 use crate::iwarp::fpdu::{build_header, cause, Cause, Segment, Trailer, MAX_HEADER};
@@ -70,7 +70,8 @@ pub(crate) struct Stream {
     /// initiator waits `INITIATOR_HOLD_USECS` (or for the responder's first
     /// FPDU): siw as a responder sends its reply before it gives its socket
     /// to the QP, and an FPDU that lands in between is never read (its
-    /// data-ready callback ignores it), so the connection hangs.
+    /// data-ready callback ignores it), so the connection hangs.  (A
+    /// softrnic responder, known by RFC 7306, needs no such wait.)
     hold: bool,
 }
 
@@ -81,12 +82,13 @@ pub(crate) const INITIATOR_HOLD_USECS: u64 = 20_000;
 
 impl Stream {
     /// The stream of a connection set up with `neg`, for a send queue of
-    /// `sq_slots` slots (a power of two).
+    /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`.
     pub(crate) fn new(
         cep: Arc<Cep>,
         tcp: Arc<Tcp>,
         neg: &Negotiated,
         sq_slots: u32,
+        hold: bool,
     ) -> Result<KBox<Stream>> {
         let mut slots = KVec::new();
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
@@ -95,13 +97,13 @@ impl Stream {
         Ok(KBox::new(
             Stream {
                 cep,
-                rx: Receiver::new(neg.crc, crc32c_update),
-                inb: InboundState::new(u32::from(neg.ird).max(1)),
+                rx: Receiver::new(neg.crc, crc32c),
+                inb: InboundState::new(u32::from(neg.ird).max(1)).extensions(neg.ext),
                 out: Outbound::new(slots),
                 params: OutboundParams {
                     max_fpdu,
                     ord: u32::from(neg.ord).max(1),
-                    extensions: false,
+                    extensions: neg.ext,
                     sending: true,
                 },
                 answers: KVec::new(),
@@ -112,7 +114,7 @@ impl Stream {
                 broken: false,
                 term: None,
                 term_sent: false,
-                hold: true,
+                hold,
                 tcp,
             },
             GFP_ATOMIC,
@@ -257,11 +259,17 @@ impl InboundIo for InIo<'_> {
             }
             invalidated = Some(stag);
         }
+        // RFC 7306 immediate data ends a WRITE with immediate (the only
+        // verb softrnic sends it for): its first four bytes are the verbs'
+        // immediate, in network order.
+        let imm = r
+            .immediate
+            .map(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]));
         let d = RecvDone {
-            write_imm: false,
+            write_imm: imm.is_some(),
             status: abi::WC_SUCCESS,
-            byte_len: r.len,
-            imm: None,
+            byte_len: if imm.is_some() { 0 } else { r.len },
+            imm,
             invalidated,
             solicited: r.solicited,
         };
@@ -297,13 +305,53 @@ impl InboundIo for InIo<'_> {
         Ok(())
     }
 
-    fn atomic_request(&mut self, _a: &AtomicRequest) -> Result<(), Cause> {
-        // RFC 7306 is not negotiated (yet): the peer may not send these.
-        Err(cause::UNEXPECTED_OPCODE)
+    fn atomic_request(&mut self, a: &AtomicRequest) -> Result<(), Cause> {
+        // (The inbound rules take these only on a stream with RFC 7306.)
+        // A word not 64-bit aligned: RFC 7306 section 8.2's "catastrophic
+        // error, localized to RDMAP stream", memory untouched.
+        if a.to % 8 != 0 {
+            return Err(cause::STREAM_CATASTROPHIC);
+        }
+        let orig = self
+            .rs()
+            .remote_atomic_update(a.stag, a.to, |v| a.apply(v))
+            .ok_or(cause::BASE_BOUNDS)?;
+        self.answers
+            .push(
+                Answer::Atomic(AtomicResponse {
+                    req_id: a.req_id,
+                    orig,
+                }),
+                GFP_ATOMIC,
+            )
+            .map_err(|_| cause::LOCAL_CATASTROPHIC)?;
+        self.wake = true;
+        Ok(())
     }
 
-    fn atomic_response(&mut self, _a: &AtomicResponse) -> Result<(), Cause> {
-        Err(cause::UNEXPECTED_OPCODE)
+    fn atomic_response(&mut self, a: &AtomicResponse) -> Result<(), Cause> {
+        // Our oldest outstanding READ or atomic: it must be an atomic.
+        let (index, _) = self
+            .out
+            .read_awaited()
+            .filter(|(_, w)| matches!(w.op, Some(MsgOp::FetchAdd | MsgOp::CmpSwap)))
+            .ok_or(cause::UNEXPECTED_OPCODE)?;
+        let wqe = self
+            .sq
+            .read::<SendWqe>(index, 0)
+            .ok_or(cause::LOCAL_CATASTROPHIC)?;
+        let t = Track {
+            wqe,
+            ..Track::default()
+        };
+        // The value as the verbs hand it back: a u64 in host order, as the
+        // RoCE completer stores an atomic ACK's.
+        if !self.sendq().store(index, &t, 0, &a.orig.to_ne_bytes()) {
+            return Err(cause::LOCAL_CATASTROPHIC);
+        }
+        self.out.read_answered();
+        self.wake = true;
+        Ok(())
     }
 
     fn terminated(&mut self, _t: &Terminate) {
@@ -382,7 +430,8 @@ impl OutboundIo for OutIo<'_> {
             sink_stag,
             sink_to,
             inv_stag: w.ex,
-            imm: w.ex,
+            // (`ex` holds the verbs' big-endian immediate as stored.)
+            imm: u32::from_be(w.ex),
             compare_add: w.compare_add,
             swap: w.swap,
         })
@@ -420,7 +469,7 @@ impl OutboundIo for OutIo<'_> {
             self.tx.truncate(start);
             return Err(EmitFail::BadMemory);
         }
-        let step: crate::crc::Update = crc32c_update;
+        let step: crate::crc::Update = crc32c;
         let t = Trailer::new(
             &self.tx[start..at],
             &[&self.tx[at..at + len]],
@@ -478,7 +527,7 @@ fn terminate_fpdu(tx: &mut KVec<u8>, c: Cause, crc: bool) -> Result {
     };
     let mut b = [0u8; MAX_HEADER];
     let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
-    let step: crate::crc::Update = crc32c_update;
+    let step: crate::crc::Update = crc32c;
     let t = Trailer::new(&b[..n], &[], crc.then_some(step));
     tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
     tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;

@@ -273,11 +273,7 @@ impl InboundIo for InIo<'_> {
         }
         let cell: &mut [u8; 8] = (&mut self.mem[at..at + 8]).try_into().unwrap();
         let orig = u64::from_le_bytes(*cell);
-        let new = match a.op {
-            AtomicOp::FetchAdd => orig.wrapping_add(a.add_swap),
-            AtomicOp::CompareSwap if orig == a.compare => a.add_swap,
-            _ => orig,
-        };
+        let new = a.apply(orig);
         *cell = new.to_le_bytes();
         self.answers.push_back(Answer::Atomic(AtomicResponse {
             req_id: a.req_id,

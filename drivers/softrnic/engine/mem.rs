@@ -167,10 +167,23 @@ pub(crate) struct Requestor {
     pub(crate) qpn: u32,
 }
 
+/// Why a remote access was refused (iWARP's TERMINATE names it; RoCE NAKs
+/// them all alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Denied {
+    /// No valid region or window has this key.
+    Key,
+    /// The key belongs to another PD (or a type 2 window to another QP).
+    Stream,
+    /// The access rights do not include the access.
+    Rights,
+    /// `va..va+len` is not inside it.
+    Bounds,
+}
+
 /// Run `f(region, iova)` on the memory an rkey names for `va..va+len`, after
 /// checking the key, the PD (or the QP a type 2 window is bound to), the
-/// bounds and that the access rights include `need`.  `None` is a remote
-/// access error.
+/// bounds and that the access rights include `need`.
 pub(crate) fn with_remote<R>(
     v: &DeviceVerbs,
     who: Requestor,
@@ -179,54 +192,64 @@ pub(crate) fn with_remote<R>(
     len: u64,
     need: u32,
     f: impl FnOnce(&MrState, u64) -> R,
-) -> Option<R> {
+) -> Result<R, Denied> {
     let index = rkey >> 8;
     if index < MW_INDEX_BASE {
-        let mr = v.mrs.get(index)?;
-        if mr.pd() != who.pd {
-            return None;
-        }
+        let mr = v.mrs.get(index).ok_or(Denied::Key)?;
         let m = mr.inner.lock();
-        if !m.valid || m.key != rkey || m.access & need != need {
-            return None;
+        if !m.valid || m.key != rkey {
+            return Err(Denied::Key);
+        }
+        if mr.pd() != who.pd {
+            return Err(Denied::Stream);
+        }
+        if m.access & need != need {
+            return Err(Denied::Rights);
         }
         if !inside(va, len, m.iova, m.length) {
-            return None;
+            return Err(Denied::Bounds);
         }
-        return Some(f(&m, va));
+        return Ok(f(&m, va));
     }
-    let mw = v.mws.get(index)?;
+    let mw = v.mws.get(index).ok_or(Denied::Key)?;
     let ms = mw.inner.lock();
-    let bnd = ms.binding?;
-    if ms.rkey != rkey || bnd.access & need != need {
-        return None;
+    let bnd = ms.binding.ok_or(Denied::Key)?;
+    if ms.rkey != rkey {
+        return Err(Denied::Key);
     }
-    if mw.is_type2() {
-        if bnd.qpn != who.qpn {
-            return None;
-        }
-    } else if mw.pd() != who.pd {
-        return None;
+    let ours = if mw.is_type2() {
+        bnd.qpn == who.qpn
+    } else {
+        mw.pd() == who.pd
+    };
+    if !ours {
+        return Err(Denied::Stream);
+    }
+    if bnd.access & need != need {
+        return Err(Denied::Rights);
     }
     let addr = if bnd.access & ZERO_BASED != 0 {
-        bnd.addr.checked_add(va)?
+        bnd.addr.checked_add(va).ok_or(Denied::Bounds)?
     } else {
         va
     };
     if !inside(addr, len, bnd.addr, bnd.length) {
-        return None;
+        return Err(Denied::Bounds);
     }
     // The MR must still be the one bound (same key, same PD): its table
     // index may have been reused by another MR since.
-    let mr = v.mrs.get(bnd.mr_index)?;
+    let mr = v.mrs.get(bnd.mr_index).ok_or(Denied::Key)?;
     if mr.pd() != mw.pd() {
-        return None;
+        return Err(Denied::Key);
     }
     let m = mr.inner.lock();
-    if !m.valid || m.key != bnd.mr_key || !inside(addr, len, m.iova, m.length) {
-        return None;
+    if !m.valid || m.key != bnd.mr_key {
+        return Err(Denied::Key);
     }
-    Some(f(&m, addr))
+    if !inside(addr, len, m.iova, m.length) {
+        return Err(Denied::Bounds);
+    }
+    Ok(f(&m, addr))
 }
 
 /// Invalidate the MR or type 2 window an rkey names, for a SEND with

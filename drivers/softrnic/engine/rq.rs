@@ -6,7 +6,7 @@
 //! I/O (`transport/*/responder.rs`) forwards its machine's requests for
 //! these here.
 
-use super::mem::{self, Data, Requestor, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use super::mem::{self, Data, Denied, Requestor, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::abi::{self, Cqe};
 use crate::glue::ring::Ring;
 use crate::glue::IbDevice;
@@ -82,12 +82,23 @@ impl RecvSide<'_> {
     }
 
     pub(crate) fn remote_ok(&self, rkey: u32, va: u64, len: u64, access: Access) -> bool {
+        self.remote_check(rkey, va, len, access).is_ok()
+    }
+
+    /// Whether `access` to `va..va+len` under `rkey` is allowed, or why not.
+    pub(crate) fn remote_check(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<(), Denied> {
         let flag = match access {
             Access::Read => REMOTE_READ,
             Access::Write => REMOTE_WRITE,
             Access::Atomic => REMOTE_ATOMIC,
         };
-        mem::with_remote(self.dev.verbs(), self.who(), rkey, va, len, flag, |_, _| ()).is_some()
+        mem::with_remote(self.dev.verbs(), self.who(), rkey, va, len, flag, |_, _| ())
     }
 
     pub(crate) fn remote_write(&self, rkey: u32, va: u64, data: &[u8]) -> bool {
@@ -100,7 +111,7 @@ impl RecvSide<'_> {
             len,
             REMOTE_WRITE,
             |m, iova| m.copy(iova, Data::Store(data)),
-        ) == Some(true)
+        ) == Ok(true)
     }
 
     /// Copy `buf.len()` bytes at `va` under `rkey` into `buf` (READ).
@@ -114,7 +125,7 @@ impl RecvSide<'_> {
                 buf.len() as u64,
                 REMOTE_READ,
                 |m, iova| m.copy(iova, Data::Load(buf)),
-            ) == Some(true)
+            ) == Ok(true)
     }
 
     pub(crate) fn remote_atomic(
@@ -134,17 +145,19 @@ impl RecvSide<'_> {
             REMOTE_ATOMIC,
             |m, iova| m.atomic(iova, |w| mem::atomic_op(w, cmp_swap, compare, swap_add)),
         )
+        .ok()
         .flatten()
     }
 
-    /// Replace the word at `va` under `rkey` (remote atomic access) by `f`
-    /// of it; the value it held, or `None` when the access is refused.
+    /// Replace the word at `va` under `rkey` (remote atomic access; 8-byte
+    /// aligned) by `f` of it; the value it held, or why the access was
+    /// refused.
     pub(crate) fn remote_atomic_update(
         &self,
         rkey: u32,
         va: u64,
         f: impl Fn(u64) -> u64,
-    ) -> Option<u64> {
+    ) -> Result<u64, Denied> {
         mem::with_remote(
             self.dev.verbs(),
             self.who(),
@@ -153,8 +166,8 @@ impl RecvSide<'_> {
             8,
             REMOTE_ATOMIC,
             |m, iova| m.atomic(iova, |w| mem::atomic_update(w, &f)),
-        )
-        .flatten()
+        )?
+        .ok_or(Denied::Bounds)
     }
 
     pub(crate) fn invalidate(&self, rkey: u32) -> bool {

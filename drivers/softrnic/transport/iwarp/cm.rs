@@ -339,6 +339,12 @@ impl Cep {
     fn end(&self, s: &mut CepInner, todo: &mut Todo, status: i32, abort: bool) {
         match s.phase {
             Phase::AwaitReply => {
+                // (No reply is never a success, whatever ended the wait.)
+                let status = if status == 0 {
+                    ECONNRESET.to_errno()
+                } else {
+                    status
+                };
                 let _ = todo
                     .events
                     .push((CmEventKind::ConnectReply, -status.abs()), GFP_ATOMIC);
@@ -662,12 +668,10 @@ impl TcpHandler for Cep {
                         if i.phase == Phase::Closed {
                             return;
                         }
-                        let status = if err != 0 {
-                            err
-                        } else {
-                            ECONNRESET.to_errno().abs()
-                        };
-                        self.end(&mut i, &mut todo, status, false);
+                        // A peer's FIN is a graceful close: CLOSE with status
+                        // 0 (a synchronous rdma_disconnect returns it); a
+                        // reset or a failure carries its error.
+                        self.end(&mut i, &mut todo, err, false);
                     }
                     self.finish(todo);
                 }

@@ -16,7 +16,7 @@ use kernel::sync::Arc;
 
 use super::cm::Cep;
 use crate::abi::{self, SendWqe, Sge};
-use crate::engine::mem::{self, Data, REMOTE_READ};
+use crate::engine::mem::{self, Data, Denied, REMOTE_READ};
 use crate::engine::rq::RecvSide;
 use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
 use crate::engine::Counter;
@@ -122,11 +122,26 @@ impl Stream {
     }
 }
 
-/// The cause a failed remote access becomes.
-const fn denied(what: TaggedUse) -> Cause {
-    match what {
-        TaggedUse::Write => cause::DDP_TAGGED_BASE_BOUNDS,
-        TaggedUse::ReadResponse => cause::DDP_TAGGED_INVALID_STAG,
+/// The TERMINATE cause of a refused tagged placement (a WRITE): DDP's
+/// tagged-buffer errors (RFC 5041 section 7.2), and RDMAP's for access
+/// rights, which DDP does not know (RFC 5040 section 7.2).
+const fn tagged_cause(d: Denied) -> Cause {
+    match d {
+        Denied::Key => cause::DDP_TAGGED_INVALID_STAG,
+        Denied::Stream => cause::DDP_TAGGED_STAG_OTHER_STREAM,
+        Denied::Bounds => cause::DDP_TAGGED_BASE_BOUNDS,
+        Denied::Rights => cause::ACCESS_RIGHTS,
+    }
+}
+
+/// The TERMINATE cause of a refused READ or atomic request (RDMAP's remote
+/// protection errors, RFC 5040 section 7.2).
+const fn request_cause(d: Denied) -> Cause {
+    match d {
+        Denied::Key => cause::INVALID_STAG,
+        Denied::Stream => cause::STAG_OTHER_STREAM,
+        Denied::Bounds => cause::BASE_BOUNDS,
+        Denied::Rights => cause::ACCESS_RIGHTS,
     }
 }
 
@@ -185,14 +200,10 @@ impl InboundIo for InIo<'_> {
         what: TaggedUse,
     ) -> Result<(), Cause> {
         match what {
-            TaggedUse::Write => {
-                let ok = self.rs().remote_ok(stag, to, len as u64, Access::Write);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(denied(what))
-                }
-            }
+            TaggedUse::Write => self
+                .rs()
+                .remote_check(stag, to, len as u64, Access::Write)
+                .map_err(tagged_cause),
             TaggedUse::ReadResponse => {
                 let (_, w) = self.awaited().ok_or(cause::DDP_TAGGED_INVALID_STAG)?;
                 let end = w.sink_to.saturating_add(u64::from(w.len));
@@ -292,12 +303,9 @@ impl InboundIo for InIo<'_> {
     }
 
     fn read_request(&mut self, r: &ReadRequest) -> Result<(), Cause> {
-        if !self
-            .rs()
-            .remote_ok(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
-        {
-            return Err(cause::BASE_BOUNDS);
-        }
+        self.rs()
+            .remote_check(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
+            .map_err(request_cause)?;
         self.answers
             .push(Answer::Read(*r), GFP_ATOMIC)
             .map_err(|_| cause::LOCAL_CATASTROPHIC)?;
@@ -315,7 +323,7 @@ impl InboundIo for InIo<'_> {
         let orig = self
             .rs()
             .remote_atomic_update(a.stag, a.to, |v| a.apply(v))
-            .ok_or(cause::BASE_BOUNDS)?;
+            .map_err(request_cause)?;
         self.answers
             .push(
                 Answer::Atomic(AtomicResponse {
@@ -394,7 +402,7 @@ impl OutIo<'_> {
                         dst.len() as u64,
                         REMOTE_READ,
                         |m, iova| m.copy(iova, Data::Load(dst)),
-                    ) == Some(true)
+                    ) == Ok(true)
             }
         }
     }

@@ -661,6 +661,12 @@ impl TcpHandler for Cep {
             }
             TcpEvent::State => {
                 if s.closed() {
+                    // TCP reports a FIN (tcp_fin) before it wakes the reader
+                    // for the bytes that came with it, e.g. a retransmission
+                    // filling the hole before an early FIN: consume them
+                    // first, or the last message before a graceful close is
+                    // flushed instead of delivered.
+                    s.read();
                     let err = s.error();
                     let mut todo = Todo::default();
                     {

@@ -186,7 +186,11 @@ active_mtu() { ibv_devinfo -d "$1" | sed -n 's/^[[:space:]]*active_mtu:[[:space:
 
 setup_pair() { # TYPE_A TYPE_B
     ip netns add $NS_A && ip netns add $NS_B || return 1
-    ip link add $VETH_A netns $NS_A type veth peer name $VETH_B netns $NS_B || return 1
+    # Distinct interface indexes: siw binds a wildcard listen to its
+    # netdev's index but in the listener's namespace, so two ends both at
+    # index 2 (each the first in its namespace) collide there (rcopy's
+    # wildcard rlisten: EADDRINUSE, siw:siw as much as sw:siw).
+    ip link add $VETH_A netns $NS_A index 20 type veth peer name $VETH_B netns $NS_B index 21 || return 1
     for s in "$NS_A $VETH_A $IP_A $IP6_A" "$NS_B $VETH_B $IP_B $IP6_B"; do
         set -- $s
         ip -n $1 link set lo up && ip -n $1 addr add $3/24 dev $2 &&

@@ -208,6 +208,7 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 		      bool more);
 unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);
 bool softrnic_tcp_closed(struct softrnic_tcp *t);
+bool softrnic_tcp_connecting(struct softrnic_tcp *t);
 int softrnic_tcp_error(struct softrnic_tcp *t);
 int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
 		       struct sockaddr_storage *remote);

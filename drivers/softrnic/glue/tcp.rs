@@ -257,6 +257,12 @@ impl TcpRef<'_> {
         unsafe { b::softrnic_tcp_closed(self.raw.as_ptr()) }
     }
 
+    /// Still connecting (an active open whose handshake has not finished).
+    pub(crate) fn connecting(&self) -> bool {
+        // SAFETY: a live socket.
+        unsafe { b::softrnic_tcp_connecting(self.raw.as_ptr()) }
+    }
+
     /// The connection's pending error (a positive errno), or 0.
     pub(crate) fn error(&self) -> i32 {
         // SAFETY: a live socket.
@@ -284,6 +290,10 @@ impl Tcp {
 
     pub(crate) fn mss(&self) -> u32 {
         self.as_ref().mss()
+    }
+
+    pub(crate) fn defer(&self) {
+        self.as_ref().defer()
     }
 
     pub(crate) fn defer_after(&self, msecs: u32) {

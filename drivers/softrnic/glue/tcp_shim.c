@@ -13,6 +13,7 @@
 #include "shim.h"
 #include <net/tcp.h>
 #include <net/sock.h>
+#include <net/ipv6.h>
 #include <net/inet_sock.h>
 #include <linux/skbuff.h>
 
@@ -131,6 +132,13 @@ static int softrnic_addr_len(const struct sockaddr_storage *a)
 /* A listening socket on `addr` (a wildcard address listens on every address
  * of the netdev's namespace; `v6only` for an IPv6 one that must not take
  * IPv4 connections). */
+static bool softrnic_addr_any(const struct sockaddr_storage *a)
+{
+	if (a->ss_family == AF_INET6)
+		return ipv6_addr_any(&((const struct sockaddr_in6 *)a)->sin6_addr);
+	return ((const struct sockaddr_in *)a)->sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
 int softrnic_tcp_listen(struct net_device *ndev,
 			const struct sockaddr_storage *addr, bool v6only,
 			int backlog, void *ctx, struct softrnic_tcp **out)
@@ -145,8 +153,14 @@ int softrnic_tcp_listen(struct net_device *ndev,
 		return err;
 	if (addr->ss_family == AF_INET6 && v6only)
 		sock->sk->sk_ipv6only = 1;
-	err = kernel_bind(sock, (struct sockaddr_unsized *)addr,
-			  softrnic_addr_len(addr));
+	/* A wildcard listen is this device's: only what arrives through its
+	 * netdev (another device's wildcard listen on the same port, in the
+	 * same namespace, is no conflict). */
+	err = softrnic_addr_any(addr) ?
+		      sock_bindtoindex(sock->sk, ndev->ifindex, false) : 0;
+	if (!err)
+		err = kernel_bind(sock, (struct sockaddr_unsized *)addr,
+				  softrnic_addr_len(addr));
 	if (!err)
 		err = kernel_listen(sock, backlog);
 	if (err) {
@@ -172,13 +186,33 @@ int softrnic_tcp_accept(struct softrnic_tcp *l, void *ctx,
 	return *out ? 0 : -ENOMEM;
 }
 
-/* Connect from `laddr` (its port may be 0) to `raddr`; blocks until the
- * connection is up or refused.  Process context. */
+/* Give a socket's callbacks back and let it go, with its context still the
+ * caller's (a connection that failed before it was handed over). */
+static void softrnic_tcp_unwrap(struct softrnic_tcp *t)
+{
+	struct sock *sk = t->sock->sk;
+
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_user_data = NULL;
+	sk->sk_data_ready = t->saved_data_ready;
+	sk->sk_write_space = t->saved_write_space;
+	sk->sk_state_change = t->saved_state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+	disable_delayed_work_sync(&t->work);
+	sock_release(t->sock);
+	kfree(t);
+}
+
+/* Start connecting from `laddr` (its port may be 0) to `raddr`, without
+ * waiting: the state-change callback tells when the connection is up or
+ * has failed.  An error here (no route, address in use) is immediate.
+ * Process context. */
 int softrnic_tcp_connect(struct net_device *ndev,
 			 const struct sockaddr_storage *laddr,
 			 const struct sockaddr_storage *raddr, void *ctx,
 			 struct softrnic_tcp **out)
 {
+	struct softrnic_tcp *t;
 	struct socket *sock;
 	int err;
 
@@ -190,18 +224,24 @@ int softrnic_tcp_connect(struct net_device *ndev,
 	if (laddr->ss_family == raddr->ss_family) {
 		err = kernel_bind(sock, (struct sockaddr_unsized *)laddr,
 				  softrnic_addr_len(laddr));
-		if (err)
-			goto fail;
+		if (err) {
+			sock_release(sock);
+			return err;
+		}
 	}
+	/* The callbacks first, so that no state change goes unseen. */
+	t = softrnic_tcp_wrap(sock, ctx);
+	if (!t)
+		return -ENOMEM;
+	memcpy(&t->remote, raddr, softrnic_addr_len(raddr));
 	err = kernel_connect(sock, (struct sockaddr_unsized *)raddr,
-			     softrnic_addr_len(raddr), 0);
-	if (err)
-		goto fail;
-	*out = softrnic_tcp_wrap(sock, ctx);
-	return *out ? 0 : -ENOMEM;
-fail:
-	sock_release(sock);
-	return err;
+			     softrnic_addr_len(raddr), O_NONBLOCK);
+	if (err && err != -EINPROGRESS) {
+		softrnic_tcp_unwrap(t);
+		return err;
+	}
+	*out = t;
+	return 0;
 }
 
 /*
@@ -310,7 +350,14 @@ bool softrnic_tcp_closed(struct softrnic_tcp *t)
 {
 	int state = READ_ONCE(t->sock->sk->sk_state);
 
-	return state != TCP_ESTABLISHED && state != TCP_LISTEN;
+	return state != TCP_ESTABLISHED && state != TCP_LISTEN &&
+	       state != TCP_SYN_SENT;
+}
+
+/* Still connecting (the handshake has not finished). */
+bool softrnic_tcp_connecting(struct softrnic_tcp *t)
+{
+	return READ_ONCE(t->sock->sk->sk_state) == TCP_SYN_SENT;
 }
 
 /* The connection's pending error (ECONNRESET, ETIMEDOUT...), or 0. */

@@ -8,8 +8,11 @@
 //! the endpoint reads the MPA request (socket callback) and raises
 //! CONNECT_REQUEST; `accept` binds the QP, moves it to RTS, sends the reply
 //! and raises ESTABLISHED, `reject` sends a reply with R set and closes.
-//! Active side: `connect` opens the TCP connection and sends the request;
-//! the reply (socket callback) binds the QP and raises CONNECT_REPLY.  A
+//! Active side: `connect` starts the TCP connection and returns (as a
+//! hardware RNIC does: rdma_connect does not wait for the network); once it
+//! is up the endpoint's work item sends the request, and the reply (socket
+//! callback) binds the QP and raises CONNECT_REPLY.  A connection that
+//! fails (refused, unreachable) raises CONNECT_REPLY with its error.  A
 //! connection that ends (the peer closed or reset it, or the consumer
 //! moved the QP to SQD or ERR, or destroyed it) raises DISCONNECT and
 //! CLOSE as iw_cm expects and lets the socket go.
@@ -214,6 +217,8 @@ enum Role {
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Phase {
+    /// Active: the TCP handshake is under way.
+    Connecting,
     /// Passive: reading the MPA request.
     AwaitRequest,
     /// Passive: the request went to iw_cm; waiting for accept or reject.
@@ -279,7 +284,7 @@ impl Cep {
     fn new(dev: &IbDevice, role: Role) -> Result<Arc<Cep>> {
         let (phase, listener) = match role {
             Role::Passive(l) => (Phase::AwaitRequest, Some(l)),
-            Role::Active => (Phase::AwaitReply, None),
+            Role::Active => (Phase::Connecting, None),
         };
         let kind = if listener.is_some() {
             Kind::Request
@@ -338,7 +343,7 @@ impl Cep {
     /// then the socket and the id go.
     fn end(&self, s: &mut CepInner, todo: &mut Todo, status: i32, abort: bool) {
         match s.phase {
-            Phase::AwaitReply => {
+            Phase::Connecting | Phase::AwaitReply => {
                 // (No reply is never a success, whatever ended the wait.)
                 let status = if status == 0 {
                     ECONNRESET.to_errno()
@@ -660,6 +665,12 @@ impl TcpHandler for Cep {
                 }
             }
             TcpEvent::State => {
+                if self.inner.lock().phase == Phase::Connecting {
+                    // Up or failed: the work item sends the request (a
+                    // send may sleep) or reports the failure.
+                    s.defer();
+                    return;
+                }
                 if s.closed() {
                     // TCP reports a FIN (tcp_fin) before it wakes the reader
                     // for the bytes that came with it, e.g. a retransmission
@@ -685,12 +696,50 @@ impl TcpHandler for Cep {
         }
     }
 
-    /// The MPA setup's deadline (armed when the socket became ours): a
+    /// An active open's progress (see `connect`); then the MPA setup's
+    /// deadline (armed once the request is out, or the socket accepted): a
     /// peer whose request or reply has not arrived by now is let go.
-    fn work(&self, _s: TcpRef<'_>) {
+    fn work(&self, t: TcpRef<'_>) {
         let mut todo = Todo::default();
         {
             let mut s = self.inner.lock();
+            if s.phase == Phase::Connecting {
+                // (No socket yet: `connect` has not stored it, and defers
+                // again once it has.)
+                let Some(tcp) = s.tcp.clone() else { return };
+                if t.connecting() {
+                    return;
+                }
+                if t.closed() {
+                    let err = match t.error() {
+                        0 => ECONNREFUSED.to_errno(),
+                        e => -e,
+                    };
+                    self.end(&mut s, &mut todo, err, true);
+                    drop(s);
+                    self.finish(todo);
+                    return;
+                }
+                // Up: the request goes out.
+                let mut req = KVec::new();
+                if req.extend_from_slice(&s.request, GFP_ATOMIC).is_err() {
+                    self.end(&mut s, &mut todo, ENOMEM.to_errno(), true);
+                    drop(s);
+                    self.finish(todo);
+                    return;
+                }
+                s.phase = Phase::AwaitReply;
+                if let Ok((local, remote)) = tcp.addrs() {
+                    (s.local, s.remote) = (local, remote);
+                }
+                drop(s);
+                if !matches!(tcp.send(&req, false), Ok(n) if n == req.len()) {
+                    self.abort();
+                    return;
+                }
+                tcp.defer_after(mpa_timeout_ms());
+                return;
+            }
             if !matches!(s.phase, Phase::AwaitRequest | Phase::AwaitReply) {
                 return;
             }
@@ -770,7 +819,8 @@ impl TcpHandler for Cep {
     }
 }
 
-/// iw_connect: open the TCP connection and send the MPA request.
+/// iw_connect: start the TCP connection; the MPA request follows once it
+/// is up (`Cep::work`).
 pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc<Cep>> {
     if p.private.len() > MAX_PRIVATE_SENT {
         return Err(EINVAL);
@@ -798,16 +848,12 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
         Tcp::connect(&ndev, &local, &remote, cep.clone())?,
         GFP_KERNEL,
     )?;
-    let (local, remote) = tcp.addrs().unwrap_or((local, remote));
     {
         let mut s = cep.inner.lock();
         s.tcp = Some(tcp.clone());
         (s.local, s.remote) = (local, remote);
     }
-    if tcp.send(&buf, false)? != buf.len() {
-        cep.abort();
-        return Err(ECONNRESET);
-    }
-    tcp.defer_after(mpa_timeout_ms());
+    // The handshake may be over already (its callback found no socket).
+    tcp.defer();
     Ok(cep)
 }

@@ -14,7 +14,7 @@ T=/src/qemu/tests
 IP_A=10.89.0.1 IP_B=10.89.0.2
 set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_private_data \
     test_markers_refused test_truncated_request test_silent_peer test_listener_survives \
-    test_reply_timeout \
+    test_reply_timeout test_connect_refused \
     test_bad_ddp_version_terminates test_bad_crc_terminates test_bad_queue_terminates \
     test_unknown_stag_write_terminates test_counters test_device_still_works
 plan $#
@@ -103,6 +103,19 @@ test_reply_timeout() {
     after=$(counter iw_mpa_timeouts wy0)
     [ "$after" -gt "$before" ] || fail "wy0's iw_mpa_timeouts stayed at $before"
     echo "rping gave up after ${took}s: $(tail -n 1 /tmp/rc.out)"
+}
+
+# Nothing listens on the port: rdma_connect itself succeeds (it does not
+# wait for the network) and the refusal comes as RDMA_CM_EVENT_REJECTED
+# with ECONNREFUSED, as from a hardware RNIC (perftest retries on that
+# event; a synchronous error made its client crash).
+test_connect_refused() {
+    ip netns exec wb timeout $((30 * SLOW)) rping -c -a $IP_A -p 7508 -C 1 > /tmp/rc.out 2>&1 &&
+        fail "rping connected to a port nothing listens on"
+    cat /tmp/rc.out
+    grep -q "^rdma_connect" /tmp/rc.out && fail "rdma_connect failed at once: $(grep ^rdma_connect /tmp/rc.out)"
+    grep -q "RDMA_CM_EVENT_REJECTED, error -111" /tmp/rc.out ||
+        fail "no REJECTED event with ECONNREFUSED: $(tail -n 1 /tmp/rc.out)"
 }
 
 terminates() {  # PORT CASE

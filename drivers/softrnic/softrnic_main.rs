@@ -69,6 +69,10 @@ module! {
             default: 10,
             description: "iWARP: seconds a connection waits for the peer's MPA request or reply (1 to 300)",
         },
+        mpa_rtr: u32 {
+            default: 0,
+            description: "iWARP: 1 asks for RFC 6581 peer-to-peer mode when connecting (a zero-length WRITE as the RTR); 0 does not. A peer that asks always gets it",
+        },
     },
 }
 

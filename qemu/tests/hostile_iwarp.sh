@@ -16,7 +16,11 @@ set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_pri
     test_markers_refused test_truncated_request test_silent_peer test_listener_survives \
     test_reply_timeout test_connect_refused \
     test_bad_ddp_version_terminates test_bad_crc_terminates test_bad_queue_terminates \
-    test_unknown_stag_write_terminates test_counters test_device_still_works
+    test_unknown_stag_write_terminates test_msn_gap_terminates test_msn_replay_terminates \
+    test_bad_mo_terminates test_too_long_terminates test_write_past_end_terminates \
+    test_read_past_end_terminates test_foreign_pd_stag_terminates test_peer_stops_reading \
+    test_reset_mid_message test_rtr_write test_rtr_read test_rtr_send \
+    test_counters test_device_still_works
 plan $#
 
 # (A peer's MPA request must come within 2 s: the silent cases end sooner.)
@@ -34,12 +38,15 @@ counter() {  # NAME [DEV]: the device's counter (wx0's by default)
     rdma statistic show link ${2:-wx0}/1 | tr -s ' \n' ' ' | sed -n "s/.* $1 \([0-9]*\).*/\1/p"
 }
 
-# An rping server on wx0 (one connection), listening on PORT; its pid in
-# /tmp/srv.pid (each test runs in its own subshell).
-rping_server() {
-    ip netns exec wa timeout $((60 * SLOW)) rping -s -a $IP_A -p $1 -C 1 -V > /tmp/rs.out 2>&1 &
+# An rping server on wx0 (one connection), listening on PORT, with ARGS;
+# its pid in /tmp/srv.pid, its output in /tmp/rs.out (each test runs in its
+# own subshell; a server a failed test left behind keeps its own file).
+rping_server() {  # PORT [ARGS...]
+    p=$1; shift
+    ip netns exec wa timeout $((60 * SLOW)) rping -s -a $IP_A -p $p -C 1 -V "$@" > /tmp/rs_$p.out 2>&1 &
     echo $! > /tmp/srv.pid
-    wait_for "rdma resource show cm_id | grep -q 'state LISTEN .* src-addr $IP_A:$1 '" 100 ||
+    ln -sf /tmp/rs_$p.out /tmp/rs.out
+    wait_for "rdma resource show cm_id | grep -q 'state LISTEN .* src-addr $IP_A:$p '" 100 ||
         fail "rping server did not listen"
 }
 srv() { cat /tmp/srv.pid 2>/dev/null; }
@@ -118,12 +125,14 @@ test_connect_refused() {
         fail "no REJECTED event with ECONNREFUSED: $(tail -n 1 /tmp/rc.out)"
 }
 
-terminates() {  # PORT CASE
+terminates() {  # PORT CASE [SERVER_SAYS]: and the server prints that
     sent=$(counter iw_terminates_sent)
     rping_server $1
-    hostile $1 $2
+    hostile $1 "$2"
     wait_for '[ "$(counter iw_terminates_sent)" -gt "$sent" ]' 50 ||
         fail "iw_terminates_sent stayed at $sent"
+    [ -z "$3" ] || wait_for "grep -q '$3' /tmp/rs_$1.out" 50 ||
+        fail "the rping server did not print '$3': $(cat /tmp/rs_$1.out)"
     stop_server
 }
 test_bad_ddp_version_terminates() { terminates 7502 bad_ddp_version; }
@@ -134,6 +143,74 @@ test_bad_crc_terminates() {
 }
 test_bad_queue_terminates() { terminates 7504 bad_queue; }
 test_unknown_stag_write_terminates() { terminates 7505 unknown_stag_write; }
+
+# Untagged rules (RFC 5041 5.3, 7.2): an MSN out of range, the same MSN
+# twice, a first segment with an MO, a message longer than the buffer.
+test_msn_gap_terminates() { terminates 7509 msn_gap; }
+test_msn_replay_terminates() { terminates 7510 msn_replay; }
+test_bad_mo_terminates() { terminates 7511 bad_mo; }
+# ... and the receive it was going into completes with a local length
+# error (siw's status too).
+test_too_long_terminates() { terminates 7512 too_long 'cq completion failed status 1$'; }
+# Tagged and READ rules against the server's own buffer (learned from its
+# READ request): a WRITE past its end, a READ request past its end.
+test_write_past_end_terminates() { terminates 7513 write_past_end; }
+test_read_past_end_terminates() { terminates 7514 read_past_end; }
+
+# A WRITE with a valid STag of another process's buffer (another PD) on the
+# same device: DDP "STag not associated with RDMAP stream".
+test_foreign_pd_stag_terminates() {
+    ip netns exec wa timeout $((60 * SLOW)) rping -s -a $IP_A -p 7516 -C 1 -V > /tmp/rs2.out 2>&1 &
+    other=$!
+    wait_for "rdma resource show cm_id | grep -q 'state LISTEN .* src-addr $IP_A:7516 '" 100 ||
+        fail "second rping server did not listen"
+    terminates 7515 "foreign_stag 7516"
+    kill $other 2>/dev/null
+    wait $other
+    return 0
+}
+
+# A peer that stops reading while the server has 1 MiB of READ responses
+# for it: the device serves another connection meanwhile, and when the
+# peer resets, the stalled server's connection ends (no hang, no leak).
+test_peer_stops_reading() {
+    rping_server 7517 -S 65535
+    ip netns exec wb timeout $((30 * SLOW)) python3 $T/iwarp_hostile.py $IP_A 7517 stop_reading > /tmp/sr.out 2>&1 &
+    h=$!
+    wait_for "grep -q 'reading nothing' /tmp/sr.out" 100 || fail "no stalled stream: $(cat /tmp/sr.out)"
+    ip netns exec wa timeout $((60 * SLOW)) rping -s -a $IP_A -p 7518 -C 3 -S 4096 -V > /tmp/rs2.out 2>&1 &
+    other=$!
+    wait_for "rdma resource show cm_id | grep -q 'state LISTEN .* src-addr $IP_A:7518 '" 100 ||
+        fail "second rping server did not listen"
+    ip netns exec wb timeout $((30 * SLOW)) rping -c -a $IP_A -p 7518 -C 3 -S 4096 -V > /tmp/rc.out 2>&1 ||
+        fail "rping beside the stalled stream: $(tail -n 1 /tmp/rc.out)"
+    wait $other || fail "second rping server: $(tail -n 1 /tmp/rs2.out)"
+    wait $h || fail "$(cat /tmp/sr.out)"
+    cat /tmp/sr.out
+    finished_server
+    echo "stalled server: $(tail -n 1 /tmp/rs.out)"
+}
+
+# Half an FPDU, then a reset: the server's connection ends, and the receive
+# the SEND was going into is flushed (rping's completion thread, which
+# waits for it, ends: the server exits).
+test_reset_mid_message() {
+    rping_server 7519
+    hostile 7519 reset_mid_message
+    finished_server
+    echo "server: $(tail -n 1 /tmp/rs.out)"
+}
+
+# RFC 6581 peer-to-peer mode asked for by the peer, each RTR alone offered:
+# granted with that RTR, nothing sent before it, rping then served.
+rtr_test() {  # PORT RTR
+    rping_server $1
+    hostile $1 rtr_$2
+    stop_server
+}
+test_rtr_write() { rtr_test 7520 write; }
+test_rtr_read() { rtr_test 7521 read; }
+test_rtr_send() { rtr_test 7522 send; }
 
 test_counters() {
     rdma statistic show link wx0/1

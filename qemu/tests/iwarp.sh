@@ -4,14 +4,15 @@
 # joined by a veth pair, for each pair of device types in PAIRS, with the
 # MPA CRC asked for by softrnic (its default) and then with softrnic's CRC
 # off (siw's default: no CRC on the wire at all), plus a capture of an rping
-# per pair checked with tshark.
+# per pair checked with tshark; then, with softrnic initiators asking for
+# RFC 6581 peer-to-peer mode, a subset for the pairs where that matters.
 #
 #   qemu/run qemu/tests/iwarp.sh [PAIR...] [only=TEST,TEST...]
 #
 # A pair is SERVER:CLIENT, each sw (softrnic_iwarp) or siw; the server end
 # lives in netns ta (ta0, 10.78.0.1), the client in netns tb (tb0,
 # 10.78.0.2).  siw:siw runs no softrnic code: the reference ("REF PASS").
-# Verdicts: "PASS test_SERVER_CLIENT[_nocrc] [result]" / "FAIL ...: why".
+# Verdicts: "PASS test_SERVER_CLIENT[_nocrc|_rtr] [result]" / "FAIL ...: why".
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_pairs.sh
 
@@ -19,14 +20,17 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
     send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
 CRC_MODES="crc nocrc"
+# RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
+# send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
+# a siw responder (siw never asks for it as an initiator).
+RTR_PAIRS="sw:sw siw:sw"
+RTR_TESTS="ucmatose rping rping_big rdma_server write_bw read_bw send_bw send_lat capture"
 
 NS_A=ta VETH_A=ta0 IP_A=10.78.0.1 IP6_A=fd78::1
 NS_B=tb VETH_B=tb0 IP_B=10.78.0.2 IP6_B=fd78::2
 T=$((30 * SLOW))
-# perftest -R servers listen on the server's address, not the wildcard: a
-# wildcard rdma_cm listen asks every iWARP device, and siw refuses one for a
-# device whose netdev lives in another namespace (rdma_listen fails, siw:siw
-# as much as any pair with a siw client end).
+# perftest -R servers listen on the server's address, not the wildcard (see
+# testing.md: siw's wildcard listeners and interface indexes).
 SRV_BIND=$IP_A
 
 pairs= only=
@@ -39,7 +43,12 @@ for arg in "$@"; do
 done
 [ -n "$pairs" ] && PAIRS=$pairs
 [ -n "$only" ] && TESTS=$only
-plan_pairs $(( $(words $TESTS) * $(words $CRC_MODES) ))
+RTR_PAIRS=$(for p in $RTR_PAIRS; do case " $PAIRS " in *" $p "*) echo $p ;; esac; done)
+RTR_TESTS=$(for t in $RTR_TESTS; do case " $TESTS " in *" $t "*) echo $t ;; esac; done)
+# (siw:siw, the reference, is not counted.)
+non_ref() { for _p in "$@"; do [ $_p = siw:siw ] || echo $_p; done; }
+plan $(( $(words $(non_ref $PAIRS)) * $(words $TESTS) * $(words $CRC_MODES) +
+    $(words $(non_ref $RTR_PAIRS)) * $(words $RTR_TESTS) ))
 modprobe rdma_ucm
 
 # ---- the tests (server side = first of the pair) ----
@@ -174,16 +183,37 @@ t_capture() {
     [ "$n_plain" = 0 ] || fail "$n_plain TCP segments with data from softrnic not decoded as MPA (frames $plain_frames)"
     [ "$n_ddp" -gt 0 ] || fail "no DDP/RDMAP segment decoded${why:+ (rping: $why)}"
     [ -z "$why" ] || { cat /tmp/rp.out; fail "rping under capture: $why"; }
-    result "$n_mpa MPA frames, $n_ddp DDP/RDMAP, none malformed$([ "$n_peer" = 0 ] || echo ", $n_peer of siw's segments undecoded")"
+    rtr=
+    if [ "$MODE" = rtr ]; then
+        # The initiator asked for peer-to-peer mode with the WRITE RTR (its
+        # request's IRD and ORD words: P2P and WRITE bits), and its first
+        # FPDU is that zero-length WRITE (a tagged WRITE, DDP header only).
+        words=$(tshark -r $f -Y "iwarp_mpa.req && ip.src == $IP_B" -T fields -e iwarp_mpa.privatedata 2>/dev/null |
+            head -n 1 | tr -d ':' | cut -c1-8)
+        first=$(tshark -r $f -Y "iwarp_rdma && ip.src == $IP_B" -T fields -E occurrence=f \
+            -e iwarp_rdma.opcode -e iwarp_ddp.tagged_flag -e iwarp_mpa.ulpdulength 2>/dev/null | head -n 1)
+        echo "initiator's IRD/ORD words: $words; its first FPDU (opcode, tagged, ULPDU length): $first"
+        [ $(( 0x${words:-0} & 0x80008000 )) = $(( 0x80008000 )) ] ||
+            fail "the initiator did not ask for peer-to-peer mode with a WRITE RTR (IRD/ORD words ${words:-none})"
+        set -- $first
+        { [ $# = 3 ] && [ $(($1)) = 0 ] && { [ "$2" = 1 ] || [ "$2" = True ]; } && [ "$3" = 14 ]; } ||
+            fail "the initiator's first FPDU is not a zero-length WRITE: ${first:-none}"
+        rtr=", the RTR a zero-length WRITE"
+    fi
+    result "$n_mpa MPA frames, $n_ddp DDP/RDMAP, none malformed$([ "$n_peer" = 0 ] || echo ", $n_peer of siw's segments undecoded")$rtr"
 }
 
 n=0
-for mode in $CRC_MODES; do
-    # softrnic's MPA CRC policy is a module parameter: reload it.
+for MODE in $CRC_MODES ${RTR_PAIRS:+rtr}; do
+    # softrnic's MPA CRC and RTR policies are module parameters: reload it.
     rmmod softrnic 2>/dev/null
-    [ $mode = crc ] && modprobe softrnic mpa_crc=1 || modprobe softrnic mpa_crc=0
-    tag=; [ $mode = nocrc ] && tag=_nocrc
-    for PAIR in $PAIRS; do
+    pairs=$PAIRS tests=$TESTS tag=
+    case $MODE in
+    crc) modprobe softrnic mpa_crc=1 ;;
+    nocrc) modprobe softrnic mpa_crc=0; tag=_nocrc ;;
+    rtr) modprobe softrnic mpa_crc=1 mpa_rtr=1; tag=_rtr pairs=$RTR_PAIRS tests=$RTR_TESTS ;;
+    esac
+    for PAIR in $pairs; do
         n=$((n + 1))
         TYPE_A=${PAIR%%:*} TYPE_B=${PAIR#*:}
         PAIR_TAG=${TYPE_A}_$TYPE_B$tag
@@ -193,11 +223,11 @@ for mode in $CRC_MODES; do
         setup_pair > /tmp/setup.out 2>&1 || SETUP_FAILED=$(lastline /tmp/setup.out)
         grep '^# ' /tmp/setup.out
         [ -z "$SETUP_FAILED" ] || sed 's/^/    /' /tmp/setup.out
-        for t in $TESTS; do
+        for t in $tests; do
             run_one $t
         done
         teardown_pair > /tmp/teardown.out 2>&1
         grep '^# ' /tmp/teardown.out
-        echo "# $PAIR ($mode): $(( $(date +%s) - start ))s"
+        echo "# $PAIR ($MODE): $(( $(date +%s) - start ))s"
     done
 done

@@ -329,6 +329,15 @@ impl Qp {
                         .push(&self.flush_cqe(wr_id, abi::WC_RECV), false);
                     after.recv_cq.merge(o);
                 }
+                // (iWARP: the receive a SEND was going into, off the ring.)
+                if let Some((wr_id, status)) =
+                    s.iw.as_deref_mut().and_then(|st| st.take_partial_recv())
+                {
+                    let (_, o) = self
+                        .recv_cq()
+                        .push(&self.cqe(wr_id, abi::WC_RECV, status), false);
+                    after.recv_cq.merge(o);
+                }
                 self.flush(s, after);
                 after.last_wqe = self.srq.is_some();
             }

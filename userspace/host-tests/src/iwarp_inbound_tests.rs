@@ -492,3 +492,42 @@ fn without_rfc_7306_its_messages_draw_a_terminate() {
         assert!(io.atomics.is_empty() && io.received.is_empty());
     }
 }
+
+#[test]
+fn a_send_rtr_consumes_no_receive() {
+    // RFC 6581 with the zero-length SEND as the RTR: the first message
+    // numbers MSN 1 and takes no posted receive; the next SEND (MSN 2)
+    // lands in the first one posted.
+    let mut io = new_io();
+    io.posted.extend([vec![0; 16]]);
+    let mut st = InboundState::new(4).rtr_send(true);
+    let mut s = fpdu(&send_seg(Opcode::Send, 1, 0, true, 0), &[], true);
+    s.extend(message(
+        send_seg(Opcode::Send, 2, 0, true, 0),
+        b"after",
+        1024,
+    ));
+    feed(&mut io, &mut st, &s).unwrap();
+    assert_eq!(io.received.len(), 1);
+    assert_eq!(io.received[0].1, b"after");
+    // Only the first FPDU can be the RTR: a later zero-length SEND is a
+    // message (with no receive posted: DDP's "no buffer").
+    let r = feed(
+        &mut io,
+        &mut st,
+        &fpdu(&send_seg(Opcode::Send, 3, 0, true, 0), &[], true),
+    );
+    assert_eq!(r.unwrap_err().cause, cause::DDP_NO_BUFFER);
+    // Without the RTR negotiated, a first zero-length SEND is a message.
+    let mut io = new_io();
+    io.posted.extend([vec![0; 16]]);
+    let mut st = InboundState::new(4);
+    feed(
+        &mut io,
+        &mut st,
+        &fpdu(&send_seg(Opcode::Send, 1, 0, true, 0), &[], true),
+    )
+    .unwrap();
+    assert_eq!(io.received.len(), 1);
+    assert_eq!(io.received[0].0.len, 0);
+}

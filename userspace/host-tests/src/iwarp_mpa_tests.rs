@@ -246,25 +246,40 @@ fn negotiation_follows_rfc_5044_and_rfc_6581() {
         Err(SetupError::Frame(FrameError::NoIrdOrd))
     ));
 
-    // Peer-to-peer: the initiator offers every RTR, the responder picks the
-    // zero-length WRITE, and the initiator takes it.
+    // Peer-to-peer: the initiator offers the zero-length WRITE (it costs
+    // neither side anything), the responder picks it, and the initiator
+    // takes it.
     let p2p = Policy {
         p2p: true,
         ..POLICY
     };
     let r = request(&p2p, 8, 0, b"");
     let w = r.ird_ord.unwrap();
-    assert!(w.p2p && w.rtr.write && w.rtr.read && w.rtr.send);
-    assert_eq!(
-        w.ord, 1,
-        "a peer-to-peer initiator keeps an ORD for a READ RTR"
-    );
+    assert!(w.p2p && w.rtr.write && !w.rtr.read && !w.rtr.send);
+    assert_eq!(w.ord, 0, "a WRITE RTR needs no ORD");
     let d = accept(&POLICY, &r, 2, 2).unwrap();
     let rtr = d.0.rtr.unwrap();
     assert!(rtr.write && !rtr.read && !rtr.send);
     let rep = reply(&r, Some(&d), b"");
     let n = connected(&p2p, 8, 0, &r, &rep).unwrap();
     assert_eq!(n.rtr, Some(rtr));
+    // Only SEND offered (another initiator): SEND.
+    let mut only_send = r;
+    only_send.ird_ord = Some(IrdOrd {
+        rtr: Rtr {
+            send: true,
+            ..Rtr::default()
+        },
+        ..w
+    });
+    assert!(
+        accept(&POLICY, &only_send, 2, 2)
+            .unwrap()
+            .0
+            .rtr
+            .unwrap()
+            .send
+    );
     // Only READ offered: READ, if our IRD can take it.
     let mut only_read = r;
     only_read.ird_ord = Some(IrdOrd {

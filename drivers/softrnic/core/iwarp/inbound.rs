@@ -99,6 +99,8 @@ struct UntaggedMsg {
     msn: u32,
     next_mo: u32,
     capacity: u32,
+    /// RFC 6581's zero-length SEND RTR: no receive taken, none completed.
+    rtr: bool,
 }
 
 /// The inbound sequence state of one stream.
@@ -120,6 +122,9 @@ pub(crate) struct InboundState {
     ird: u32,
     /// RFC 7306's messages are welcome (negotiated at setup).
     extensions: bool,
+    /// Peer-to-peer with the zero-length SEND as the RTR (RFC 6581): the
+    /// first message, if that SEND, is the RTR and consumes no receive.
+    rtr_send: bool,
 }
 
 impl InboundState {
@@ -131,7 +136,14 @@ impl InboundState {
             reads_in: 0,
             ird,
             extensions: true,
+            rtr_send: false,
         }
+    }
+
+    /// A responder whose initiator sends a zero-length SEND as its RTR.
+    pub(crate) const fn rtr_send(mut self, on: bool) -> InboundState {
+        self.rtr_send = on;
+        self
     }
 
     /// Whether the peer may send RFC 7306's messages (atomics, immediate
@@ -274,6 +286,11 @@ impl<Io: InboundIo> Inbound<'_, Io> {
                     return Ok(());
                 }
                 self.state.untagged = None;
+                if m.rtr {
+                    // The RTR: it only numbers MSN 1.
+                    self.state.msn[q] = self.state.msn[q].wrapping_add(1);
+                    return Ok(());
+                }
                 let immediate = match p.hdr.rdmap {
                     RdmapHeader::Immediate(d) => Some(d),
                     _ => None,
@@ -294,6 +311,8 @@ impl<Io: InboundIo> Inbound<'_, Io> {
 impl<Io: InboundIo> Sink for Inbound<'_, Io> {
     fn begin(&mut self, p: &Parsed) -> Result<(), Cause> {
         let op = p.hdr.opcode;
+        // The RTR, if a SEND, is the stream's first FPDU and nothing later.
+        let rtr_send = core::mem::take(&mut self.state.rtr_send);
         if op.extension() && !self.state.extensions {
             return Err(cause::UNEXPECTED_OPCODE);
         }
@@ -316,10 +335,23 @@ impl<Io: InboundIo> Sink for Inbound<'_, Io> {
                         // segment.
                         let mut m = match self.state.untagged {
                             Some(m) => m,
+                            None if rtr_send
+                                && op == Opcode::Send
+                                && p.payload_len == 0
+                                && p.hdr.last =>
+                            {
+                                UntaggedMsg {
+                                    msn,
+                                    next_mo: 0,
+                                    capacity: 0,
+                                    rtr: true,
+                                }
+                            }
                             None => UntaggedMsg {
                                 msn,
                                 next_mo: 0,
                                 capacity: self.io.take_receive()?,
+                                rtr: false,
                             },
                         };
                         if u64::from(mo) + p.payload_len as u64 > u64::from(m.capacity) {

@@ -422,8 +422,6 @@ impl SetupError {
 /// The initiator's request: its policy, the READ limits the consumer
 /// asked for (`ird`, `ord`), its private data.
 pub(crate) fn request<'a>(p: &Policy, ird: u16, ord: u16, private: &'a [u8]) -> Frame<'a> {
-    // A peer-to-peer initiator needs an ORD to send a READ RTR.
-    let ord = if p.p2p { ord.max(1) } else { ord };
     Frame {
         kind: Kind::Request,
         markers: false,
@@ -434,11 +432,13 @@ pub(crate) fn request<'a>(p: &Policy, ird: u16, ord: u16, private: &'a [u8]) -> 
             ird: ird.min(p.max_ird),
             ord: ord.min(p.max_ord),
             p2p: p.p2p,
+            // A peer-to-peer initiator offers the zero-length WRITE only:
+            // it costs neither side a READ slot or a posted receive (a
+            // responder takes the READ or SEND a peer offers: `accept`).
             rtr: if p.p2p {
                 Rtr {
-                    send: true,
                     write: true,
-                    read: true,
+                    ..Rtr::default()
                 }
             } else {
                 Rtr::default()

@@ -34,8 +34,9 @@ use crate::verbs::qp::After;
 /// How softrnic sets up connections: revision 2 with the IRD/ORD words
 /// (siw's default too), CRC as the `mpa_crc` module parameter says (by
 /// default asked for, as RFC 5044 wants; a responder that asks gets it from
-/// a peer that did not, as the rules allow), no peer-to-peer RTR unless the
-/// peer asks, RFC 7306 offered and taken (only a softrnic peer has it).
+/// a peer that did not, as the rules allow), peer-to-peer mode (RFC 6581)
+/// asked for as the `mpa_rtr` parameter says and granted to a peer that
+/// asks, RFC 7306 offered and taken (only a softrnic peer has it).
 fn policy(dev: &IbDevice) -> Policy {
     let l = dev.limits();
     let crc = match crate::module_parameters::mpa_crc.value() {
@@ -46,7 +47,7 @@ fn policy(dev: &IbDevice) -> Policy {
     Policy {
         crc,
         rev: 2,
-        p2p: false,
+        p2p: crate::module_parameters::mpa_rtr.value() != 0,
         max_ird: l.max_qp_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
         max_ord: l.max_qp_init_rd_atom.min(u32::from(mpa::MAX_IRD_ORD)) as u16,
         ext: true,
@@ -173,11 +174,16 @@ impl Listener {
             let (local, remote) = tcp.addrs().unwrap_or_default();
             {
                 let mut s = cep.inner.lock();
+                if s.phase == Phase::Closed {
+                    // The peer is gone already (a reset): the socket goes.
+                    continue;
+                }
                 s.tcp = Some(tcp.clone());
                 (s.local, s.remote) = (local, remote);
             }
             tcp.defer_after(mpa_timeout_ms());
-            // Bytes that came before the socket was ours.
+            // Bytes that came before the endpoint had its socket and
+            // addresses (`bytes` left them in the socket).
             tcp.read();
         }
     }
@@ -620,19 +626,23 @@ fn bind_qp(
     responder: bool,
 ) -> Result {
     use crate::transport::iwarp::stream::{Stream, INITIATOR_HOLD_USECS, RESPONDER_HOLD_USECS};
-    // How long the stream holds its first FPDU (see `Stream::hold`): a
-    // responder until the initiator's first; an initiator a moment, for a
-    // siw responder, but not at all for a softrnic one (known by RFC 7306:
-    // it hands its socket to the QP before its reply goes out).
-    let hold = match (responder, neg.ext) {
-        (true, _) => Some(RESPONDER_HOLD_USECS),
-        (false, false) => Some(INITIATOR_HOLD_USECS),
-        (false, true) => None,
+    // Whether the stream holds its first FPDU (see `Stream::hold`), and
+    // for how long: a responder until the initiator's first (in
+    // peer-to-peer mode strictly: that first is the RTR); an initiator a
+    // moment, for a siw responder, but not at all for a softrnic one (known
+    // by RFC 7306: it hands its socket to the QP before its reply goes
+    // out), nor in peer-to-peer mode, where its RTR goes first (and siw
+    // reads it whenever it comes).
+    let (hold, timer) = match (responder, neg.rtr.is_some(), neg.ext) {
+        (true, true, _) => (true, None),
+        (true, false, _) => (true, Some(RESPONDER_HOLD_USECS)),
+        (false, false, false) => (true, Some(INITIATOR_HOLD_USECS)),
+        (false, _, _) => (false, None),
     };
     // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
     let me = unsafe { arc_of(cep) };
     let slots = qp.inner.lock().sq.slots();
-    let stream = Stream::new(me, tcp, &neg, slots, hold.is_some())?;
+    let stream = Stream::new(me, tcp, &neg, slots, hold, responder)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
@@ -643,7 +653,7 @@ fn bind_qp(
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
         }
-        if let Some(usecs) = hold {
+        if let Some(usecs) = timer {
             let dying = q.eng.dying;
             qp.arm_timer(dying, usecs);
         }
@@ -754,6 +764,11 @@ impl TcpHandler for Cep {
         let mut listener = None;
         let used = {
             let mut s = self.inner.lock();
+            if s.tcp.is_none() && s.phase == Phase::AwaitRequest {
+                // Accepted, but not yet adopted (`accept_all`): a request
+                // read now would go to iw_cm without its addresses.
+                return 0;
+            }
             if s.phase == Phase::Connected {
                 // The QP's stream takes them (its lock, not ours).
                 let qpn = s.qpn;

@@ -75,6 +75,22 @@ pub(crate) struct Stream {
     hold: bool,
 }
 
+impl Stream {
+    /// The receive a SEND was being placed into when the stream stopped
+    /// (it is off the ring, so no flush finds it): its wr_id, and its
+    /// status: a local length error for a message too long for it, as siw
+    /// reports, else flushed.
+    pub(crate) fn take_partial_recv(&mut self) -> Option<(u64, u8)> {
+        let t = self.recv.take()?;
+        let status = if self.term == Some(cause::DDP_TOO_LONG) {
+            abi::WC_LOC_LEN_ERR
+        } else {
+            abi::WC_WR_FLUSH_ERR
+        };
+        Some((t.wr_id, status))
+    }
+}
+
 /// How long a responder waits for the initiator's first FPDU at most.
 pub(crate) const RESPONDER_HOLD_USECS: u64 = 200_000;
 /// How long an initiator waits after the MPA reply before its first FPDU.
@@ -82,23 +98,39 @@ pub(crate) const INITIATOR_HOLD_USECS: u64 = 20_000;
 
 impl Stream {
     /// The stream of a connection set up with `neg`, for a send queue of
-    /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`.
+    /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`;
+    /// in peer-to-peer mode an initiator's RTR goes out first.
     pub(crate) fn new(
         cep: Arc<Cep>,
         tcp: Arc<Tcp>,
         neg: &Negotiated,
         sq_slots: u32,
         hold: bool,
+        responder: bool,
     ) -> Result<KBox<Stream>> {
         let mut slots = KVec::new();
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
         // One FPDU per TCP segment, as siw sizes them (a multiple of 8).
         let max_fpdu = (tcp.mss().max(128) & !7) as usize;
+        let mut tx = KVec::new();
+        let mut rtr_send = false;
+        if let Some(r) = neg.rtr {
+            if responder {
+                rtr_send = r.send;
+            } else if r.write {
+                // (The only RTR softrnic offers: `mpa::request`.)
+                rtr_fpdu(&mut tx, neg.crc)?;
+            } else {
+                return Err(EINVAL);
+            }
+        }
         Ok(KBox::new(
             Stream {
                 cep,
                 rx: Receiver::new(neg.crc, crc32c),
-                inb: InboundState::new(u32::from(neg.ird).max(1)).extensions(neg.ext),
+                inb: InboundState::new(u32::from(neg.ird).max(1))
+                    .extensions(neg.ext)
+                    .rtr_send(rtr_send),
                 out: Outbound::new(slots),
                 params: OutboundParams {
                     max_fpdu,
@@ -109,7 +141,7 @@ impl Stream {
                 answers: KVec::new(),
                 recv: None,
                 crc: neg.crc,
-                tx: KVec::new(),
+                tx,
                 tx_off: 0,
                 broken: false,
                 term: None,
@@ -303,9 +335,14 @@ impl InboundIo for InIo<'_> {
     }
 
     fn read_request(&mut self, r: &ReadRequest) -> Result<(), Cause> {
-        self.rs()
-            .remote_check(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
-            .map_err(request_cause)?;
+        // A zero-length READ touches no memory, and names none of ours when
+        // it is RFC 6581's RTR: its STag is not checked (as IB does not
+        // check the R_Key of a zero-length READ).
+        if r.len != 0 {
+            self.rs()
+                .remote_check(r.src_stag, r.src_to, u64::from(r.len), Access::Read)
+                .map_err(request_cause)?;
+        }
         self.answers
             .push(Answer::Read(*r), GFP_ATOMIC)
             .map_err(|_| cause::LOCAL_CATASTROPHIC)?;
@@ -511,6 +548,24 @@ impl OutboundIo for OutIo<'_> {
         let _ = self.answers.remove(0);
         self.inb.answered();
     }
+}
+
+/// RFC 6581's RTR as a zero-length WRITE (it names no buffer: STag 0),
+/// appended to `tx`.
+fn rtr_fpdu(tx: &mut KVec<u8>, crc: bool) -> Result {
+    let hdr = Header {
+        opcode: Opcode::Write,
+        last: true,
+        place: Placement::Tagged { stag: 0, to: 0 },
+        rdmap: RdmapHeader::None,
+    };
+    let mut b = [0u8; MAX_HEADER];
+    let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
+    let step: crate::crc::Update = crc32c;
+    let t = Trailer::new(&b[..n], &[], crc.then_some(step));
+    tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
+    tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;
+    Ok(())
 }
 
 /// A TERMINATE for `c` (RFC 5040 section 7: untagged queue 2, MSN 1,

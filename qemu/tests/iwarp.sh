@@ -44,7 +44,7 @@ done
 [ -n "$pairs" ] && PAIRS=$pairs
 [ -n "$only" ] && TESTS=$only
 RTR_PAIRS=$(for p in $RTR_PAIRS; do case " $PAIRS " in *" $p "*) echo $p ;; esac; done)
-RTR_TESTS=$(for t in $RTR_TESTS; do case " $TESTS " in *" $t "*) echo $t ;; esac; done)
+RTR_TESTS=$(for t in $RTR_TESTS; do case " $(echo $TESTS) " in *" $t "*) echo $t ;; esac; done)
 # (siw:siw, the reference, is not counted.)
 non_ref() { for _p in "$@"; do [ $_p = siw:siw ] || echo $_p; done; }
 plan $(( $(words $(non_ref $PAIRS)) * $(words $TESTS) * $(words $CRC_MODES) +

@@ -97,10 +97,10 @@ t_rdma_server() {
 # counter stayed put in 3 of 8 sender runs here, and softrnic's rx_packets
 # matched it every time.  So with rxe as the sender, the receiver waits for
 # one message while the sender runs again (about 3.5 s a run, mckey sleeps
-# 3 s after joining), up to 10 times, and each run that delivered nothing
+# 3 s after joining), up to 25 times, and each run that delivered nothing
 # must show the evidence by the counters: rxe sent no packet, and the
 # receiver got none.  A softrnic sender gets one run.
-MCKEY_RUNS=10
+MCKEY_RUNS=25
 # pkts DEV tx|rx: packets DEV sent or received so far (rxe's or softrnic's counters).
 pkts() {
     case $1:$2 in

@@ -379,9 +379,36 @@ impl Cep {
         todo.release_id = s.id.take();
         todo.forget = s.listener.take();
         (todo.local, todo.remote) = (s.local, s.remote);
+        Self::raise_now(todo);
     }
 
-    /// Do what `todo` says, with no endpoint lock held.
+    /// Raise `todo`'s events on the connection's id now, with the
+    /// endpoint's lock held: two paths that decide events at once (a reply
+    /// and a reset, say) must raise them in the order they decided them,
+    /// or iw_cm sees a CLOSE before the CONNECT_REPLY or ESTABLISHED it
+    /// follows, which it does not survive (BUG() in iwcm.c).  iw_cm's
+    /// handler only queues work: fine in atomic context.
+    fn raise_now(todo: &mut Todo) {
+        if let Some(id) = &todo.release_id {
+            for &(kind, status) in todo.events.iter() {
+                id.event(
+                    &CmEvent {
+                        kind,
+                        status,
+                        local: todo.local,
+                        remote: todo.remote,
+                        private: &todo.private,
+                        ird: todo.ird,
+                        ord: todo.ord,
+                    },
+                    core::ptr::null_mut(),
+                );
+            }
+        }
+        todo.events.clear();
+    }
+
+    /// Do the rest of what `todo` says, with no endpoint lock held.
     fn finish(&self, todo: Todo) {
         if let Some(l) = &todo.forget {
             l.forget(self);
@@ -402,23 +429,7 @@ impl Cep {
                 qp.after(after);
             }
         }
-        let (local, remote) = (todo.local, todo.remote);
-        if let Some(id) = &todo.release_id {
-            for &(kind, status) in todo.events.iter() {
-                id.event(
-                    &CmEvent {
-                        kind,
-                        status,
-                        local,
-                        remote,
-                        private: &todo.private,
-                        ird: todo.ird,
-                        ord: todo.ord,
-                    },
-                    core::ptr::null_mut(),
-                );
-            }
-        }
+        // (The events went out under the endpoint's lock: `raise_now`.)
         drop(todo.release_id);
         drop(todo.close);
     }
@@ -432,7 +443,7 @@ impl Cep {
         let qp = dev.verbs().qps.get(p.qpn).ok_or(EINVAL)?;
         let pol = policy(dev);
         let mut buf = KVec::new();
-        let (neg, tcp, local, remote) = {
+        let tcp = {
             let mut s = self.inner.lock();
             if s.phase != Phase::AwaitAccept {
                 return Err(ECONNRESET);
@@ -450,26 +461,29 @@ impl Cep {
             s.qpn = Some(p.qpn);
             s.id = Some(id.clone_held());
             s.phase = Phase::Connected;
-            (decision.0, tcp, s.local, s.remote)
+            // ESTABLISHED before anything can end the connection and raise
+            // CLOSE (see `raise_now`); the stream sends nothing before the
+            // reply has reached the initiator and it answered (`hold`).
+            id.event(
+                &CmEvent {
+                    kind: CmEventKind::Established,
+                    status: 0,
+                    local: s.local,
+                    remote: s.remote,
+                    private: &[],
+                    ird: decision.0.ird.min(255) as u8,
+                    ord: decision.0.ord.min(255) as u8,
+                },
+                core::ptr::null_mut(),
+            );
+            tcp
         };
         // A fresh connection's buffer takes a frame of at most 532 bytes:
-        // anything short means it broke.
+        // anything short means it broke.  (The accept itself succeeded:
+        // iw_cm has the ESTABLISHED; the CLOSE follows it.)
         if tcp.send(&buf, false).ok() != Some(buf.len()) {
             self.abort();
-            return Err(ECONNRESET);
         }
-        id.event(
-            &CmEvent {
-                kind: CmEventKind::Established,
-                status: 0,
-                local,
-                remote,
-                private: &[],
-                ird: neg.ird.min(255) as u8,
-                ord: neg.ord.min(255) as u8,
-            },
-            core::ptr::null_mut(),
-        );
         Ok(())
     }
 
@@ -542,6 +556,7 @@ impl Cep {
                 todo.close = Some(t);
             }
             todo.release_id = s.id.take();
+            Self::raise_now(&mut todo);
         }
         self.finish(todo);
     }
@@ -603,6 +618,7 @@ impl Cep {
                         let _ = todo.events.push((CmEventKind::ConnectReply, 0), GFP_ATOMIC);
                         todo.release_id = s.id.as_ref().map(CmId::clone_held);
                         (todo.local, todo.remote) = (s.local, s.remote);
+                        Self::raise_now(todo);
                     }
                     _ => self.end(s, todo, ECONNABORTED.to_errno(), true),
                 }
@@ -629,15 +645,15 @@ fn bind_qp(
     // Whether the stream holds its first FPDU (see `Stream::hold`), and
     // for how long: a responder until the initiator's first (in
     // peer-to-peer mode strictly: that first is the RTR); an initiator a
-    // moment, for a siw responder, but not at all for a softrnic one (known
-    // by RFC 7306: it hands its socket to the QP before its reply goes
-    // out), nor in peer-to-peer mode, where its RTR goes first (and siw
-    // reads it whenever it comes).
+    // moment (its RTR too, in peer-to-peer mode: a siw responder listens
+    // for it only once its reply is out, and one that comes sooner is
+    // never read), but not at all toward a softrnic responder (known by
+    // RFC 7306: it hands its socket to the QP before its reply goes out).
     let (hold, timer) = match (responder, neg.rtr.is_some(), neg.ext) {
         (true, true, _) => (true, None),
         (true, false, _) => (true, Some(RESPONDER_HOLD_USECS)),
-        (false, false, false) => (true, Some(INITIATOR_HOLD_USECS)),
-        (false, _, _) => (false, None),
+        (false, _, false) => (true, Some(INITIATOR_HOLD_USECS)),
+        (false, _, true) => (false, None),
     };
     // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
     let me = unsafe { arc_of(cep) };

@@ -73,6 +73,8 @@ pub(crate) struct Stream {
     /// data-ready callback ignores it), so the connection hangs.  (A
     /// softrnic responder, known by RFC 7306, needs no such wait.)
     hold: bool,
+    /// Peer-to-peer initiator: the RTR goes first, once the hold is over.
+    rtr_owed: bool,
 }
 
 impl Stream {
@@ -112,14 +114,13 @@ impl Stream {
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
         // One FPDU per TCP segment, as siw sizes them (a multiple of 8).
         let max_fpdu = (tcp.mss().max(128) & !7) as usize;
-        let mut tx = KVec::new();
-        let mut rtr_send = false;
+        let (mut rtr_send, mut rtr_owed) = (false, false);
         if let Some(r) = neg.rtr {
             if responder {
                 rtr_send = r.send;
             } else if r.write {
                 // (The only RTR softrnic offers: `mpa::request`.)
-                rtr_fpdu(&mut tx, neg.crc)?;
+                rtr_owed = true;
             } else {
                 return Err(EINVAL);
             }
@@ -141,12 +142,13 @@ impl Stream {
                 answers: KVec::new(),
                 recv: None,
                 crc: neg.crc,
-                tx,
+                tx: KVec::new(),
                 tx_off: 0,
                 broken: false,
                 term: None,
                 term_sent: false,
                 hold,
+                rtr_owed,
                 tcp,
             },
             GFP_ATOMIC,
@@ -550,13 +552,14 @@ impl OutboundIo for OutIo<'_> {
     }
 }
 
-/// RFC 6581's RTR as a zero-length WRITE (it names no buffer: STag 0),
-/// appended to `tx`.
+/// RFC 6581's RTR as a zero-length WRITE, appended to `tx`.  It names no
+/// buffer and a receiver must not check its STag; 1 rather than 0, which
+/// some hardware treats specially (siw sends 1 too).
 fn rtr_fpdu(tx: &mut KVec<u8>, crc: bool) -> Result {
     let hdr = Header {
         opcode: Opcode::Write,
         last: true,
-        place: Placement::Tagged { stag: 0, to: 0 },
+        place: Placement::Tagged { stag: 1, to: 0 },
         rdmap: RdmapHeader::None,
     };
     let mut b = [0u8; MAX_HEADER];
@@ -763,6 +766,14 @@ impl Qp {
                             }
                         } else if st.hold {
                             (Step::Wait, false)
+                        } else if st.rtr_owed {
+                            st.rtr_owed = false;
+                            if rtr_fpdu(&mut st.tx, st.crc).is_ok() {
+                                dev.counters().bump(Counter::IwTxFpdus);
+                                (Step::Again, false)
+                            } else {
+                                (Step::Close(true), false)
+                            }
                         } else {
                             st.params.sending = *state == QpState::Rts;
                             let mut io = OutIo {

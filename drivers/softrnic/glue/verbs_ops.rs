@@ -856,15 +856,15 @@ pub(super) unsafe extern "C" fn modify_qp(
         if mask & attr::STATE != 0 {
             q.enter(&mut s, next, &mut after);
             if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
-                let how = (next != QpState::Sqd, next == QpState::Reset);
-                ending = s.iw.as_ref().map(|st| (st.cep.clone(), how));
+                let reset = next == QpState::Reset;
+                ending = s.iw.as_ref().map(|st| (st.cep.clone(), reset));
             }
         }
         Ok(())
     })();
     q.after(after);
-    if let Some((cep, (abort, reset))) = ending {
-        cep.disconnect(abort, reset);
+    if let Some((cep, reset)) = ending {
+        cep.disconnect(&[], reset);
     }
     if result.is_ok() && mask & attr::STATE != 0 {
         // Work posted before RTS runs now.
@@ -969,10 +969,11 @@ pub(super) unsafe extern "C" fn destroy_qp(
                 break;
             }
         }
-        // An iWARP connection still up ends with it (reset).
+        // An iWARP connection still up ends with it (what its stream
+        // built still goes out).
         let stream = (*p).inner.lock().iw.take();
         if let Some(st) = stream {
-            st.cep.disconnect(true, false);
+            st.cep.disconnect(st.unsent(), false);
         }
         // iw_cm lets its references go when it has handled the CLOSE
         // (or destroyed its id): until then it may still modify the QP.

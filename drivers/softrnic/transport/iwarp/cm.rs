@@ -22,6 +22,7 @@ use kernel::new_mutex;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex, SpinLockIrq};
+use kernel::time::{Delta, Instant, Monotonic};
 
 use crate::engine::Counter;
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
@@ -59,6 +60,15 @@ fn policy(dev: &IbDevice) -> Policy {
 /// reports ETIMEDOUT (siw waits 10 s for each).
 fn mpa_timeout_ms() -> u32 {
     crate::module_parameters::mpa_timeout.value().clamp(1, 300) * 1000
+}
+
+/// Start the MPA setup's deadline: the socket's work item runs at it.
+/// The work item also runs for other reasons (a connect's progress, two
+/// of which may queue it twice), so the deadline is kept to tell.
+fn arm_deadline(s: &mut CepInner, tcp: &Tcp) {
+    let ms = mpa_timeout_ms();
+    s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+    tcp.defer_after(ms);
 }
 
 /// The most private data softrnic sends in an MPA frame (siw's and the
@@ -180,8 +190,8 @@ impl Listener {
                 }
                 s.tcp = Some(tcp.clone());
                 (s.local, s.remote) = (local, remote);
+                arm_deadline(&mut s, &tcp);
             }
-            tcp.defer_after(mpa_timeout_ms());
             // Bytes that came before the endpoint had its socket and
             // addresses (`bytes` left them in the socket).
             tcp.read();
@@ -233,6 +243,9 @@ enum Phase {
     AwaitReply,
     /// The QP runs on the stream.
     Connected,
+    /// Closed gracefully by the consumer: what the stream built is still
+    /// going into the socket (`tail`), then FIN.
+    Draining,
     Closed,
 }
 
@@ -257,6 +270,11 @@ struct CepInner {
     ird: u16,
     ord: u16,
     request: KVec<u8>,
+    /// Draining: the bytes the socket has yet to take.
+    tail: KVec<u8>,
+    /// When the MPA request or reply, or the end of draining, is overdue
+    /// (`arm_deadline`).
+    deadline: Option<Instant<Monotonic>>,
     /// The connection's addresses (read once it is up: reading them
     /// takes the socket's lock, which callbacks may hold).
     local: SockAddr,
@@ -312,6 +330,8 @@ impl Cep {
                     ird: 0,
                     ord: 0,
                     request: KVec::new(),
+                    tail: KVec::new(),
+                    deadline: None,
                     local: SockAddr::default(),
                     remote: SockAddr::default(),
                 }, "softrnic_cep"),
@@ -423,6 +443,9 @@ impl Cep {
                     }
                     q.iw.take()
                 };
+                if let Some(st) = &stream {
+                    self.drain_more(st.unsent());
+                }
                 // (The stream's last references to us and the socket go
                 // with no lock held.)
                 drop(stream);
@@ -434,49 +457,26 @@ impl Cep {
         drop(todo.close);
     }
 
-    /// iw_accept: bind the QP, answer the request, raise ESTABLISHED.
+    /// iw_accept: bind the QP, answer the request, raise ESTABLISHED.  A
+    /// refused accept resets the connection: iw_cm has given the endpoint
+    /// back (no reject follows, and no event may), and the initiator must
+    /// not wait out its deadline.
     pub(crate) fn accept(self: Arc<Self>, id: CmId, p: &ConnParam<'_>) -> Result {
-        if p.private.len() > MAX_PRIVATE_SENT {
-            return Err(EINVAL);
-        }
-        let dev = self.dev();
-        let qp = dev.verbs().qps.get(p.qpn).ok_or(EINVAL)?;
-        let pol = policy(dev);
         let mut buf = KVec::new();
+        // (Looked up, and let go, with no lock held.)
+        let qp = self.dev().verbs().qps.get(p.qpn);
         let tcp = {
             let mut s = self.inner.lock();
-            if s.phase != Phase::AwaitAccept {
-                return Err(ECONNRESET);
+            match self.accept_locked(&mut s, qp.as_deref(), id, p, &mut buf) {
+                Ok(tcp) => tcp,
+                Err(e) => {
+                    let mut todo = Todo::default();
+                    self.end(&mut s, &mut todo, e.to_errno(), true);
+                    drop(s);
+                    self.finish(todo);
+                    return Err(e);
+                }
             }
-            let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
-            let req = s.reader.frame().map_err(|_| EINVAL)?;
-            let decision =
-                mpa::accept(&pol, &req, clamp16(p.ird), clamp16(p.ord)).map_err(|_| EINVAL)?;
-            let rep = mpa::reply(&req, Some(&decision), p.private);
-            buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
-            rep.build(&mut buf).map_err(|_| EINVAL)?;
-            // The QP runs before the reply leaves: the initiator may send
-            // as soon as it has it.
-            bind_qp(&qp, &self, decision.0, tcp.clone(), true)?;
-            s.qpn = Some(p.qpn);
-            s.id = Some(id.clone_held());
-            s.phase = Phase::Connected;
-            // ESTABLISHED before anything can end the connection and raise
-            // CLOSE (see `raise_now`); the stream sends nothing before the
-            // reply has reached the initiator and it answered (`hold`).
-            id.event(
-                &CmEvent {
-                    kind: CmEventKind::Established,
-                    status: 0,
-                    local: s.local,
-                    remote: s.remote,
-                    private: &[],
-                    ird: decision.0.ird.min(255) as u8,
-                    ord: decision.0.ord.min(255) as u8,
-                },
-                core::ptr::null_mut(),
-            );
-            tcp
         };
         // A fresh connection's buffer takes a frame of at most 532 bytes:
         // anything short means it broke.  (The accept itself succeeded:
@@ -485,6 +485,55 @@ impl Cep {
             self.abort();
         }
         Ok(())
+    }
+
+    /// `accept` under the endpoint's lock: the reply into `buf`, the QP
+    /// bound, ESTABLISHED raised; the socket to send the reply on.
+    fn accept_locked(
+        &self,
+        s: &mut CepInner,
+        qp: Option<&crate::verbs::qp::Qp>,
+        id: CmId,
+        p: &ConnParam<'_>,
+        buf: &mut KVec<u8>,
+    ) -> Result<Arc<Tcp>> {
+        if s.phase != Phase::AwaitAccept {
+            return Err(ECONNRESET);
+        }
+        if p.private.len() > MAX_PRIVATE_SENT {
+            return Err(EINVAL);
+        }
+        let qp = qp.ok_or(EINVAL)?;
+        let pol = policy(self.dev());
+        let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
+        let req = s.reader.frame().map_err(|_| EINVAL)?;
+        let decision =
+            mpa::accept(&pol, &req, clamp16(p.ird), clamp16(p.ord)).map_err(|_| EINVAL)?;
+        let rep = mpa::reply(&req, Some(&decision), p.private);
+        buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
+        rep.build(buf).map_err(|_| EINVAL)?;
+        // The QP runs before the reply leaves: the initiator may send
+        // as soon as it has it.
+        bind_qp(qp, self, decision.0, tcp.clone(), true)?;
+        s.qpn = Some(p.qpn);
+        s.id = Some(id.clone_held());
+        s.phase = Phase::Connected;
+        // ESTABLISHED before anything can end the connection and raise
+        // CLOSE (see `raise_now`); the stream sends nothing before the
+        // reply has reached the initiator and it answered (`hold`).
+        id.event(
+            &CmEvent {
+                kind: CmEventKind::Established,
+                status: 0,
+                local: s.local,
+                remote: s.remote,
+                private: &[],
+                ird: decision.0.ird.min(255) as u8,
+                ord: decision.0.ord.min(255) as u8,
+            },
+            core::ptr::null_mut(),
+        );
+        Ok(tcp)
     }
 
     /// iw_reject: answer with R set and the consumer's private data, then
@@ -532,11 +581,17 @@ impl Cep {
         self.finish(todo);
     }
 
-    /// The connection's QP was moved to SQD (`abort` false: close after
-    /// what is queued), ERR or RESET (`reset`: it stays there), or
-    /// destroyed: end the connection.
-    pub(crate) fn disconnect(&self, abort: bool, reset: bool) {
+    /// The connection's QP was moved to SQD, ERR or RESET (`reset`: it
+    /// stays there), or destroyed: end the connection.  Closed as siw
+    /// closes it, and gracefully in every case: what the stream built was
+    /// completed to the consumer, so it goes out (`unsent`, from a stream
+    /// already taken off the QP, then what `finish` finds on it), then the
+    /// FIN; a peer that does not take it by the deadline is reset.  (A
+    /// reset would drop what TCP still holds too: perftest's server sends
+    /// its last message and destroys its id at once.)
+    pub(crate) fn disconnect(&self, unsent: &[u8], reset: bool) {
         let mut todo = Todo::default();
+        let mut drain = None;
         {
             let mut s = self.inner.lock();
             if s.phase != Phase::Connected {
@@ -544,19 +599,97 @@ impl Cep {
             }
             // The consumer asked: CLOSE only (iw_cm raised the disconnect);
             // the QP, its stream gone, goes to ERR (unless it was reset).
-            s.phase = Phase::Closed;
             todo.qp_error = s.qpn;
             todo.keep_state = reset;
             (todo.local, todo.remote) = (s.local, s.remote);
             let _ = todo.events.push((CmEventKind::Close, 0), GFP_ATOMIC);
-            if let Some(t) = s.tcp.take() {
-                if abort {
+            if let Some(t) = s.tcp.clone() {
+                s.phase = Phase::Draining;
+                if s.tail.extend_from_slice(unsent, GFP_ATOMIC).is_err() {
                     t.set_abort();
                 }
-                todo.close = Some(t);
+                arm_deadline(&mut s, &t);
+                drain = Some(t);
+            } else {
+                s.phase = Phase::Closed;
             }
             todo.release_id = s.id.take();
             Self::raise_now(&mut todo);
+        }
+        self.finish(todo);
+        // (After `finish` has handed the stream's bytes over.)
+        if let Some(t) = drain {
+            t.defer();
+        }
+    }
+
+    /// Bytes for a draining connection's socket (after those it has).
+    pub(crate) fn drain_more(&self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let mut s = self.inner.lock();
+        if s.phase == Phase::Draining && s.tail.extend_from_slice(bytes, GFP_ATOMIC).is_err() {
+            // (Cannot keep them: the peer must not take a stream cut
+            // short for a whole one.)
+            if let Some(t) = &s.tcp {
+                t.set_abort();
+            }
+            s.tail.clear();
+        }
+    }
+
+    /// Draining (the connection's work item): send what fits; FIN once
+    /// all is out, a reset if the deadline passed first.
+    fn drain(&self, t: TcpRef<'_>) {
+        let (tcp, mut buf) = {
+            let mut s = self.inner.lock();
+            let Some(tcp) = s.tcp.clone() else { return };
+            (tcp, core::mem::take(&mut s.tail))
+        };
+        let mut off = 0;
+        let mut failed = false;
+        while off < buf.len() {
+            match tcp.send(&buf[off..], false) {
+                Ok(0) => break,
+                Ok(n) => off += n,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::Draining {
+                return;
+            }
+            // (A pump that lost the stream meanwhile appended to `tail`.)
+            let later = core::mem::take(&mut s.tail);
+            let left = buf.len() - off;
+            buf.copy_within(off.., 0);
+            buf.truncate(left);
+            if buf.extend_from_slice(&later, GFP_ATOMIC).is_err() {
+                failed = true;
+            }
+            s.tail = buf;
+            let overdue = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis()) <= 0;
+            if s.tail.is_empty() || failed || overdue {
+                let abort = !s.tail.is_empty();
+                s.tail.clear();
+                s.phase = Phase::Closed;
+                if let Some(t) = s.tcp.take() {
+                    if abort {
+                        t.set_abort();
+                    }
+                    todo.close = Some(t);
+                }
+            } else if let Some(d) = s.deadline {
+                // Write space brings us back; the deadline at the latest.
+                let left = (d - Instant::now()).as_millis().max(1);
+                t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
+            }
         }
         self.finish(todo);
     }
@@ -685,7 +818,14 @@ impl TcpHandler for Cep {
         match ev {
             TcpEvent::Readable => s.read(),
             TcpEvent::Writable => {
-                let qpn = self.inner.lock().qpn;
+                let (qpn, draining) = {
+                    let s = self.inner.lock();
+                    (s.qpn, s.phase == Phase::Draining)
+                };
+                if draining {
+                    s.defer();
+                    return;
+                }
                 if let Some(qp) = qpn.and_then(|n| self.dev().verbs().qps.get(n)) {
                     qp.iwarp_writable();
                 }
@@ -758,15 +898,26 @@ impl TcpHandler for Cep {
                 if let Ok((local, remote)) = tcp.addrs() {
                     (s.local, s.remote) = (local, remote);
                 }
+                arm_deadline(&mut s, &tcp);
                 drop(s);
                 if !matches!(tcp.send(&req, false), Ok(n) if n == req.len()) {
                     self.abort();
-                    return;
                 }
-                tcp.defer_after(mpa_timeout_ms());
+                return;
+            }
+            if s.phase == Phase::Draining {
+                drop(s);
+                self.drain(t);
                 return;
             }
             if !matches!(s.phase, Phase::AwaitRequest | Phase::AwaitReply) {
+                return;
+            }
+            // Not yet due (the connect's second wake-up, say): wait on.
+            let Some(deadline) = s.deadline else { return };
+            let left = (deadline - Instant::now()).as_millis();
+            if left > 0 {
+                t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
                 return;
             }
             self.dev().counters().bump(Counter::IwMpaTimeouts);

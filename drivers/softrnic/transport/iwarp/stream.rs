@@ -78,6 +78,16 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
+    /// What was built but not yet taken by the socket, for a graceful
+    /// close to send after the stream is gone (its work requests completed
+    /// when they were built); nothing if the stream failed.
+    pub(crate) fn unsent(&self) -> &[u8] {
+        if self.broken || self.term.is_some() {
+            return &[];
+        }
+        self.tx.get(self.tx_off..).unwrap_or(&[])
+    }
+
     /// The receive a SEND was being placed into when the stream stopped
     /// (it is off the ring, so no flush finds it): its wr_id, and its
     /// status: a local length error for a message too long for it, as siw
@@ -704,13 +714,18 @@ impl Qp {
         let dev = self.dev();
         loop {
             // Hand over what is built.
-            let (tcp, mut buf, mut off) = {
+            let (tcp, cep, mut buf, mut off) = {
                 let mut s = self.inner.lock();
                 let Some(st) = s.iw.as_mut() else { return };
                 if st.broken {
                     return;
                 }
-                (st.tcp.clone(), core::mem::take(&mut st.tx), st.tx_off)
+                (
+                    st.tcp.clone(),
+                    st.cep.clone(),
+                    core::mem::take(&mut st.tx),
+                    st.tx_off,
+                )
             };
             let mut failed = false;
             while off < buf.len() {
@@ -734,7 +749,14 @@ impl Qp {
                         state,
                         ..
                     } = &mut *s;
-                    let Some(st) = iw.as_deref_mut() else { return };
+                    let Some(st) = iw.as_deref_mut() else {
+                        // A graceful close took the stream meanwhile: what
+                        // is left follows what it found (`Cep::disconnect`).
+                        if !failed {
+                            cep.drain_more(buf.get(off..).unwrap_or(&[]));
+                        }
+                        return;
+                    };
                     if off < buf.len() || failed {
                         // The socket is full (its write-space callback
                         // brings us back) or broken.

@@ -19,7 +19,7 @@ set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_pri
     test_unknown_stag_write_terminates test_msn_gap_terminates test_msn_replay_terminates \
     test_bad_mo_terminates test_too_long_terminates test_write_past_end_terminates \
     test_read_past_end_terminates test_foreign_pd_stag_terminates test_peer_stops_reading \
-    test_reset_mid_message test_rtr_write test_rtr_read test_rtr_send \
+    test_reset_mid_message test_close_drains test_rtr_write test_rtr_read test_rtr_send \
     test_counters test_device_still_works
 plan $#
 
@@ -199,6 +199,25 @@ test_reset_mid_message() {
     hostile 7519 reset_mid_message
     finished_server
     echo "server: $(tail -n 1 /tmp/rs.out)"
+}
+
+# A consumer's close sends what its stream built (those work requests
+# completed), then FIN: a peer that reads nothing until the server is
+# killed still gets whole FPDUs and a FIN, not a reset.
+test_close_drains() {
+    rm -f /tmp/drain_go
+    rping_server 7523 -S 65535
+    ip netns exec wb timeout $((60 * SLOW)) python3 $T/iwarp_hostile.py $IP_A 7523 drain_on_kill > /tmp/dr.out 2>&1 &
+    h=$!
+    wait_for "grep -q 'reading nothing' /tmp/dr.out" 100 || fail "no stalled stream: $(cat /tmp/dr.out)"
+    sleep 1
+    # (SIGTERM: timeout(1), whose pid this is, passes it on to rping.)
+    kill $(srv)
+    wait_for "! pgrep -f 'rping -s -a $IP_A -p 7523' >/dev/null" 50 || fail "rping server still running"
+    rm -f /tmp/srv.pid
+    touch /tmp/drain_go
+    wait $h || fail "$(tail -n 1 /tmp/dr.out)"
+    cat /tmp/dr.out
 }
 
 # RFC 6581 peer-to-peer mode asked for by the peer, each RTR alone offered:

@@ -17,11 +17,13 @@ STag of another rping server's buffer: another process, another PD).
 Cases that play rping's client first advertise a buffer and read the
 server's RDMA READ request for it, which names the server's own buffer.
 stop_reading and reset_mid_message leave the server a stalled or broken
-stream (hostile_iwarp.sh checks what follows).  Prints one line: "closed
+stream (hostile_iwarp.sh checks what follows); drain_on_kill stalls it
+until hostile_iwarp.sh has killed the server, then reads to the end.  Prints one line: "closed
 ...", or "terminate layer L etype E code C", and exits 0 when the server
 behaved, 1 (with the reason) when not.
 """
 
+import os
 import socket
 import struct
 import sys
@@ -133,7 +135,7 @@ def main():
     if case == 'silent_listener':
         return silent_listener(host, port)
     # (A peer that stops reading has a small receive window.)
-    s = connect(host, port, rcvbuf=4096 if case == 'stop_reading' else 0)
+    s = connect(host, port, rcvbuf=4096 if case in ('stop_reading', 'drain_on_kill') else 0)
     if case in ('garbage', 'bad_key', 'bad_rev', 'big_private', 'markers'):
         setup_case(s, case)
         got, how = read_until_closed(s)
@@ -183,6 +185,8 @@ def main():
         return expect_terminate(s, want)
     if case == 'stop_reading':
         return stop_reading(s, crc_on)
+    if case == 'drain_on_kill':
+        return drain_on_kill(s, crc_on)
     if case == 'reset_mid_message':
         # Half of a SEND's FPDU, then a reset.
         # (A SEND that fits rping's 16-byte receive: only the reset is
@@ -419,6 +423,56 @@ def stop_reading(s, crc_on):
     s.close()
     print('reset')
     return 0
+
+
+DRAIN_GO = '/tmp/drain_go'
+
+
+def drain_on_kill(s, crc_on):
+    """Have the server owe more than its socket takes (a READ of its whole
+    64 KiB buffer against a 4 KiB receive window), read nothing until
+    hostile_iwarp.sh has killed the server (it creates DRAIN_GO), then read
+    to the end: what the server's stream had built must arrive as whole
+    FPDUs, then a FIN, not a reset."""
+    adv = advertise(s, crc_on, size=65535)
+    if adv is None:
+        return 1
+    stag, to, size = adv
+    s.sendall(fpdu(read_request(0x99, 0x2000, size, stag, to), crc_on))
+    print(f'a READ request of {size} bytes sent; reading nothing', flush=True)
+    deadline = time.time() + 60
+    while not os.path.exists(DRAIN_GO):
+        if time.time() > deadline:
+            print('never told to read')
+            return 1
+        time.sleep(0.1)
+    s.settimeout(30)
+    data, how = b'', 'FIN'
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except ConnectionResetError:
+        how = 'reset'
+    except socket.timeout:
+        how = 'open'
+    off = frames = placed = 0
+    while off + 2 <= len(data):
+        n = struct.unpack('>H', data[off:off + 2])[0]
+        end = off + 2 + n + (-(n + 2)) % 4 + 4
+        if end > len(data):
+            break
+        u = data[off + 2:off + 2 + n]
+        if u[0] & 0x80 and u[1] & 0x0F == 2:  # tagged READ response
+            placed += n - 14
+        frames += 1
+        off = end
+    cut = len(data) - off
+    print(f'{frames} whole FPDUs ({placed} bytes of READ response), {cut} bytes of a cut one, then {how}')
+    # More than the socket could have held: the rest came from the stream.
+    return 0 if how == 'FIN' and cut == 0 and placed >= 32768 else 1
 
 
 if __name__ == '__main__':

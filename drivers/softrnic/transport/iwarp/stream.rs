@@ -80,9 +80,11 @@ pub(crate) struct Stream {
 impl Stream {
     /// What was built but not yet taken by the socket, for a graceful
     /// close to send after the stream is gone (its work requests completed
-    /// when they were built); nothing if the stream failed.
+    /// when they were built; the socket may hold the start of an FPDU);
+    /// nothing if the stream failed.  (A TERMINATE owed is not built: the
+    /// consumer's close comes first.)
     pub(crate) fn unsent(&self) -> &[u8] {
-        if self.broken || self.term.is_some() {
+        if self.broken {
             return &[];
         }
         self.tx.get(self.tx_off..).unwrap_or(&[])

@@ -288,6 +288,18 @@ impl Tcp {
         self.as_ref().send(bytes, more)
     }
 
+    /// Send `buf` from `*off` until all is taken or the socket is full,
+    /// advancing `*off`; an error when the connection is broken.
+    pub(crate) fn send_from(&self, buf: &[u8], off: &mut usize) -> Result {
+        while let Some(rest) = buf.get(*off..).filter(|r| !r.is_empty()) {
+            match self.send(rest, false)? {
+                0 => break,
+                n => *off += n,
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn mss(&self) -> u32 {
         self.as_ref().mss()
     }

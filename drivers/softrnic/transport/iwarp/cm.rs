@@ -648,17 +648,7 @@ impl Cep {
             (tcp, core::mem::take(&mut s.tail))
         };
         let mut off = 0;
-        let mut failed = false;
-        while off < buf.len() {
-            match tcp.send(&buf[off..], false) {
-                Ok(0) => break,
-                Ok(n) => off += n,
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            }
-        }
+        let mut failed = tcp.send_from(&buf, &mut off).is_err();
         let mut todo = Todo::default();
         {
             let mut s = self.inner.lock();

@@ -729,17 +729,7 @@ impl Qp {
                     st.tx_off,
                 )
             };
-            let mut failed = false;
-            while off < buf.len() {
-                match tcp.send(&buf[off..], false) {
-                    Ok(0) => break,
-                    Ok(n) => off += n,
-                    Err(_) => {
-                        failed = true;
-                        break;
-                    }
-                }
-            }
+            let failed = tcp.send_from(&buf, &mut off).is_err();
             let mut after = After::default();
             let step = {
                 let mut s = self.inner.lock();

@@ -14,6 +14,7 @@ use core::ptr::NonNull;
 
 use kernel::ffi;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use super::bindings as b;
 use super::tcp::SockAddr;
@@ -90,10 +91,25 @@ impl CmId {
         unsafe { (*self.0.as_ptr()).afonly() }
     }
 
-    /// Raise `ev` (any context); `provider`: a CONNECT_REQUEST's endpoint
-    /// (one reference, kept by iw_cm for the new id) or null.  The status
-    /// iw_cm returned.
-    pub(crate) fn event(&self, ev: &CmEvent<'_>, provider: *mut ffi::c_void) -> i32 {
+    /// Raise `ev` (any context): the status iw_cm returned.
+    pub(crate) fn event(&self, ev: &CmEvent<'_>) -> i32 {
+        self.raise(ev, core::ptr::null_mut())
+    }
+
+    /// Raise a CONNECT_REQUEST for `cep` (any context): iw_cm keeps the
+    /// reference as the new id's provider data, or, refusing the event,
+    /// gives it back.
+    pub(crate) fn request(&self, ev: &CmEvent<'_>, cep: Arc<Cep>) -> Result<(), Arc<Cep>> {
+        let raw = Arc::into_raw(cep);
+        if self.raise(ev, raw.cast_mut().cast()) == 0 {
+            return Ok(());
+        }
+        // SAFETY: from `into_raw` above; iw_cm did not keep it.
+        Err(unsafe { Arc::from_raw(raw) })
+    }
+
+    /// Raise `ev` with `provider` as its provider data.
+    fn raise(&self, ev: &CmEvent<'_>, provider: *mut ffi::c_void) -> i32 {
         // SAFETY: an all-zero iw_cm_event is valid.
         let mut e: b::iw_cm_event = unsafe { core::mem::zeroed() };
         e.event = match ev.kind {
@@ -179,7 +195,7 @@ pub(super) unsafe extern "C" fn iw_create_listen(
     match cm::listen(&dev, held, backlog) {
         // SAFETY: the id is ours to annotate until iw_destroy_listen.
         Ok(l) => unsafe {
-            (*id).provider_data = l.into_provider().cast_mut().cast();
+            (*id).provider_data = Arc::into_raw(l).cast_mut().cast();
             0
         },
         Err(e) => e.to_errno(),
@@ -189,11 +205,8 @@ pub(super) unsafe extern "C" fn iw_create_listen(
 /// # Safety
 /// Called only by iw_cm, on an id `iw_create_listen` succeeded on.
 pub(super) unsafe extern "C" fn iw_destroy_listen(id: *mut b::iw_cm_id) -> ffi::c_int {
-    // SAFETY: the reference iw_create_listen stored.
-    let l = unsafe {
-        let p = core::mem::replace(&mut (*id).provider_data, core::ptr::null_mut());
-        Listener::from_provider(p.cast())
-    };
+    // SAFETY: the reference iw_create_listen stored, given back once.
+    let l = unsafe { take_provider::<Listener>(id) };
     if let Some(l) = l {
         l.stop();
     }
@@ -220,15 +233,16 @@ pub(super) unsafe extern "C" fn iw_connect(
     }
 }
 
-/// Take back the endpoint reference stored in a connection's id.
+/// Take back the reference stored in an id's provider data (null after).
 ///
 /// # Safety
-/// `id` is a live id whose provider data, if set, is one endpoint reference.
-unsafe fn take_cep(id: *mut b::iw_cm_id) -> Option<kernel::sync::Arc<Cep>> {
+/// `id` is a live id whose provider data, if set, is one reference on a
+/// `T` from `Arc::into_raw`.
+unsafe fn take_provider<T>(id: *mut b::iw_cm_id) -> Option<Arc<T>> {
     // SAFETY: per the contract.
     unsafe {
         let p = core::mem::replace(&mut (*id).provider_data, core::ptr::null_mut());
-        Cep::from_provider(p.cast())
+        (!p.is_null()).then(|| Arc::from_raw(p.cast::<T>()))
     }
 }
 
@@ -239,7 +253,7 @@ pub(super) unsafe extern "C" fn iw_accept(
     p: *mut b::iw_cm_conn_param,
 ) -> ffi::c_int {
     // SAFETY: a live id and valid parameters.
-    let (cep, held, param) = unsafe { (take_cep(id), CmId::hold(id), conn_param(p)) };
+    let (cep, held, param) = unsafe { (take_provider::<Cep>(id), CmId::hold(id), conn_param(p)) };
     let (Some(cep), Some(held)) = (cep, held) else {
         return EINVAL.to_errno();
     };
@@ -260,7 +274,7 @@ pub(super) unsafe extern "C" fn iw_reject(
         } else {
             core::slice::from_raw_parts(pdata.cast::<u8>(), usize::from(len))
         };
-        (take_cep(id), private)
+        (take_provider::<Cep>(id), private)
     };
     match cep {
         Some(c) => {

@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow};
 
 use super::bindings as b;
 use super::NetDevice;
@@ -43,21 +43,89 @@ pub(crate) enum TcpEvent {
     State,
 }
 
-/// The owner of a socket's callbacks.
-pub(crate) trait TcpHandler: Send + Sync {
+/// The owner of a socket's callbacks.  The socket keeps one reference to
+/// it until its last callback; each callback lends that reference, so a
+/// handler can take its own (`Arc::from`).
+pub(crate) trait TcpHandler: Send + Sync + Sized + 'static {
     /// A callback of the socket (softirq or process context; the socket's
     /// callback lock is held: `s` must not be released from here).
-    fn event(&self, s: TcpRef<'_>, ev: TcpEvent);
+    fn event(self: ArcBorrow<'_, Self>, s: TcpRef<'_>, ev: TcpEvent);
     /// The socket's deferred work ([`TcpRef::defer`],
     /// [`TcpRef::defer_after`]), in process context.
-    fn work(&self, s: TcpRef<'_>);
+    fn work(self: ArcBorrow<'_, Self>, s: TcpRef<'_>);
     /// Bytes read from the stream ([`TcpRef::read`]): how many are taken
     /// (the rest stay in the socket).
-    fn bytes(&self, data: &[u8]) -> usize;
+    fn bytes(self: ArcBorrow<'_, Self>, data: &[u8]) -> usize;
 }
 
-/// The context the C side carries: the handler, kept alive.
-type Ctx = Arc<dyn TcpHandler>;
+/// The context the C side carries: one reference to the handler (from
+/// `Arc::into_raw`) and the entry points of its type.
+struct Ctx {
+    obj: *const ffi::c_void,
+    ops: &'static CtxOps,
+}
+
+/// A handler type's entry points, each called with `Ctx::obj`.
+struct CtxOps {
+    event: unsafe fn(*const ffi::c_void, TcpRef<'_>, TcpEvent),
+    work: unsafe fn(*const ffi::c_void, TcpRef<'_>),
+    bytes: unsafe fn(*const ffi::c_void, &[u8]) -> usize,
+    release: unsafe fn(*const ffi::c_void),
+}
+
+struct OpsOf<H>(core::marker::PhantomData<H>);
+
+impl<H: TcpHandler> OpsOf<H> {
+    const OPS: CtxOps = CtxOps {
+        event: Self::event,
+        work: Self::work,
+        bytes: Self::bytes,
+        release: Self::release,
+    };
+
+    /// # Safety
+    /// `obj` came from `Arc::<H>::into_raw` and that reference is held.
+    unsafe fn lent<'a>(obj: *const ffi::c_void) -> ArcBorrow<'a, H> {
+        // SAFETY: per the contract.
+        unsafe { ArcBorrow::from_raw(obj.cast::<H>()) }
+    }
+
+    /// # Safety
+    /// As for [`Self::lent`].
+    unsafe fn event(obj: *const ffi::c_void, s: TcpRef<'_>, ev: TcpEvent) {
+        // SAFETY: per the contract.
+        H::event(unsafe { Self::lent(obj) }, s, ev)
+    }
+
+    /// # Safety
+    /// As for [`Self::lent`].
+    unsafe fn work(obj: *const ffi::c_void, s: TcpRef<'_>) {
+        // SAFETY: per the contract.
+        H::work(unsafe { Self::lent(obj) }, s)
+    }
+
+    /// # Safety
+    /// As for [`Self::lent`].
+    unsafe fn bytes(obj: *const ffi::c_void, data: &[u8]) -> usize {
+        // SAFETY: per the contract.
+        H::bytes(unsafe { Self::lent(obj) }, data)
+    }
+
+    /// # Safety
+    /// As for [`Self::lent`]; the reference is given back, once.
+    unsafe fn release(obj: *const ffi::c_void) {
+        // SAFETY: per the contract.
+        drop(unsafe { Arc::<H>::from_raw(obj.cast::<H>()) })
+    }
+}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // SAFETY: `obj` holds the reference `ctx_new` took, given back once
+        // (a Ctx is dropped once).
+        unsafe { (self.ops.release)(self.obj) }
+    }
+}
 
 /// An open socket we own.
 pub(crate) struct Tcp {
@@ -79,8 +147,13 @@ pub(crate) struct TcpRef<'a> {
     _p: core::marker::PhantomData<&'a Tcp>,
 }
 
-fn ctx_new(h: Ctx) -> Result<NonNull<Ctx>> {
-    let b = KBox::new(h, GFP_KERNEL)?;
+fn ctx_new<H: TcpHandler>(h: Arc<H>) -> Result<NonNull<Ctx>> {
+    let c = Ctx {
+        obj: Arc::into_raw(h).cast(),
+        ops: &OpsOf::<H>::OPS,
+    };
+    // (On failure the Ctx is dropped: the reference goes back.)
+    let b = KBox::new(c, GFP_KERNEL)?;
     // SAFETY: KBox::into_raw never returns null.
     Ok(unsafe { NonNull::new_unchecked(KBox::into_raw(b)) })
 }
@@ -117,12 +190,12 @@ impl Tcp {
     }
 
     /// Listen on `addr` in `ndev`'s namespace.
-    pub(crate) fn listen(
+    pub(crate) fn listen<H: TcpHandler>(
         ndev: &NetDevice,
         addr: &SockAddr,
         v6only: bool,
         backlog: i32,
-        h: Ctx,
+        h: Arc<H>,
     ) -> Result<Tcp> {
         let ctx = ctx_new(h)?;
         let mut raw = core::ptr::null_mut();
@@ -142,11 +215,11 @@ impl Tcp {
     }
 
     /// Connect from `laddr` to `raddr` (blocks; process context).
-    pub(crate) fn connect(
+    pub(crate) fn connect<H: TcpHandler>(
         ndev: &NetDevice,
         laddr: &SockAddr,
         raddr: &SockAddr,
-        h: Ctx,
+        h: Arc<H>,
     ) -> Result<Tcp> {
         let ctx = ctx_new(h)?;
         let mut raw = core::ptr::null_mut();
@@ -165,7 +238,7 @@ impl Tcp {
 
     /// The next waiting connection of a listening socket, handled by `h`
     /// (process context).
-    pub(crate) fn accept(&self, h: Ctx) -> Result<Option<Tcp>> {
+    pub(crate) fn accept<H: TcpHandler>(&self, h: Arc<H>) -> Result<Option<Tcp>> {
         let ctx = ctx_new(h)?;
         let mut raw = core::ptr::null_mut();
         // SAFETY: our socket; `ctx` as in `listen`.
@@ -357,7 +430,10 @@ unsafe extern "C" fn softrnic_tcp_event(
     };
     if let Some(s) = lend(t) {
         // SAFETY: the shim calls with the socket's context while it lives.
-        unsafe { handler(ctx) }.event(s, ev);
+        unsafe {
+            let c = handler(ctx);
+            (c.ops.event)(c.obj, s, ev)
+        }
     }
 }
 
@@ -366,7 +442,10 @@ unsafe extern "C" fn softrnic_tcp_event(
 unsafe extern "C" fn softrnic_tcp_work(ctx: *mut ffi::c_void, t: *mut b::softrnic_tcp) {
     if let Some(s) = lend(t) {
         // SAFETY: as above.
-        unsafe { handler(ctx) }.work(s);
+        unsafe {
+            let c = handler(ctx);
+            (c.ops.work)(c.obj, s)
+        }
     }
 }
 
@@ -384,5 +463,9 @@ unsafe extern "C" fn softrnic_tcp_bytes(
     // the call.
     let bytes = unsafe { core::slice::from_raw_parts(data, len) };
     // SAFETY: as above.
-    unsafe { handler(ctx) }.bytes(bytes).min(len)
+    let taken = unsafe {
+        let c = handler(ctx);
+        (c.ops.bytes)(c.obj, bytes)
+    };
+    taken.min(len)
 }

@@ -17,11 +17,10 @@
 //! moved the QP to SQD or ERR, or destroyed it) raises DISCONNECT and
 //! CLOSE as iw_cm expects and lets the socket go.
 
-use kernel::ffi;
 use kernel::new_mutex;
 use kernel::new_spinlock_irq;
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex, SpinLockIrq};
+use kernel::sync::{Arc, ArcBorrow, Mutex, SpinLockIrq};
 use kernel::time::{Delta, Instant, Monotonic};
 
 use crate::engine::Counter;
@@ -75,15 +74,6 @@ fn arm_deadline(s: &mut CepInner, tcp: &Tcp) {
 /// iw_cm limit: a peer such as siw drops a connection with more).
 pub(crate) const MAX_PRIVATE_SENT: usize = 256 - mpa::IRD_ORD_LEN;
 
-/// Another reference to an object the caller knows lives in an `Arc`.
-///
-/// # Safety
-/// `r` is the contents of a live `Arc<T>`.
-unsafe fn arc_of<T>(r: &T) -> Arc<T> {
-    // SAFETY: per the contract.
-    unsafe { kernel::sync::ArcBorrow::from_raw(r) }.into()
-}
-
 fn clamp16(v: u32) -> u16 {
     v.min(u32::from(mpa::MAX_IRD_ORD)) as u16
 }
@@ -125,17 +115,6 @@ pub(crate) fn listen(dev: &IbDevice, id: CmId, backlog: i32) -> Result<Arc<Liste
 }
 
 impl Listener {
-    pub(crate) fn into_provider(self: Arc<Self>) -> *const Listener {
-        Arc::into_raw(self)
-    }
-
-    /// # Safety
-    /// `p` is null or came from `into_raw` and is given back once.
-    pub(crate) unsafe fn from_provider(p: *const Listener) -> Option<Arc<Listener>> {
-        // SAFETY: per the contract.
-        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
-    }
-
     /// Stop listening: close the socket and every connection not yet
     /// handed to iw_cm.
     pub(crate) fn stop(&self) {
@@ -200,27 +179,21 @@ impl Listener {
 }
 
 impl TcpHandler for Listener {
-    fn event(&self, s: TcpRef<'_>, ev: TcpEvent) {
+    fn event(self: ArcBorrow<'_, Self>, s: TcpRef<'_>, ev: TcpEvent) {
         if ev == TcpEvent::Readable {
             s.defer();
         }
     }
 
-    fn work(&self, _s: TcpRef<'_>) {
-        // The socket keeps its handler alive; take our own reference for
-        // the endpoints.
-        let me = {
-            let p = self.pending.lock();
-            if p.stopped {
-                return;
-            }
-            // SAFETY: `self` lives inside an Arc (listen made it so).
-            unsafe { arc_of(self) }
-        };
-        me.accept_all();
+    fn work(self: ArcBorrow<'_, Self>, _s: TcpRef<'_>) {
+        if self.pending.lock().stopped {
+            return;
+        }
+        // Our own reference, for the endpoints.
+        Arc::from(self).accept_all();
     }
 
-    fn bytes(&self, _data: &[u8]) -> usize {
+    fn bytes(self: ArcBorrow<'_, Self>, _data: &[u8]) -> usize {
         0
     }
 }
@@ -340,17 +313,6 @@ impl Cep {
         )
     }
 
-    pub(crate) fn into_provider(self: Arc<Self>) -> *const Cep {
-        Arc::into_raw(self)
-    }
-
-    /// # Safety
-    /// `p` is null or came from `into_raw` and is given back once.
-    pub(crate) unsafe fn from_provider(p: *const Cep) -> Option<Arc<Cep>> {
-        // SAFETY: per the contract.
-        (!p.is_null()).then(|| unsafe { Arc::from_raw(p) })
-    }
-
     fn dev(&self) -> &IbDevice {
         self.dev.dev()
     }
@@ -411,18 +373,15 @@ impl Cep {
     fn raise_now(todo: &mut Todo) {
         if let Some(id) = &todo.release_id {
             for &(kind, status) in todo.events.iter() {
-                id.event(
-                    &CmEvent {
-                        kind,
-                        status,
-                        local: todo.local,
-                        remote: todo.remote,
-                        private: &todo.private,
-                        ird: todo.ird,
-                        ord: todo.ord,
-                    },
-                    core::ptr::null_mut(),
-                );
+                id.event(&CmEvent {
+                    kind,
+                    status,
+                    local: todo.local,
+                    remote: todo.remote,
+                    private: &todo.private,
+                    ird: todo.ird,
+                    ord: todo.ord,
+                });
             }
         }
         todo.events.clear();
@@ -490,7 +449,7 @@ impl Cep {
     /// `accept` under the endpoint's lock: the reply into `buf`, the QP
     /// bound, ESTABLISHED raised; the socket to send the reply on.
     fn accept_locked(
-        &self,
+        self: &Arc<Self>,
         s: &mut CepInner,
         qp: Option<&crate::verbs::qp::Qp>,
         id: CmId,
@@ -514,25 +473,22 @@ impl Cep {
         rep.build(buf).map_err(|_| EINVAL)?;
         // The QP runs before the reply leaves: the initiator may send
         // as soon as it has it.
-        bind_qp(qp, self, decision.0, tcp.clone(), true)?;
+        bind_qp(qp, self.clone(), decision.0, tcp.clone(), true)?;
         s.qpn = Some(p.qpn);
         s.id = Some(id.clone_held());
         s.phase = Phase::Connected;
         // ESTABLISHED before anything can end the connection and raise
         // CLOSE (see `raise_now`); the stream sends nothing before the
         // reply has reached the initiator and it answered (`hold`).
-        id.event(
-            &CmEvent {
-                kind: CmEventKind::Established,
-                status: 0,
-                local: s.local,
-                remote: s.remote,
-                private: &[],
-                ird: decision.0.ird.min(255) as u8,
-                ord: decision.0.ord.min(255) as u8,
-            },
-            core::ptr::null_mut(),
-        );
+        id.event(&CmEvent {
+            kind: CmEventKind::Established,
+            status: 0,
+            local: s.local,
+            remote: s.remote,
+            private: &[],
+            ird: decision.0.ird.min(255) as u8,
+            ord: decision.0.ord.min(255) as u8,
+        });
         Ok(tcp)
     }
 
@@ -712,7 +668,7 @@ impl Cep {
     }
 
     /// A whole MPA reply arrived (active).
-    fn on_reply(&self, s: &mut CepInner, todo: &mut Todo) {
+    fn on_reply(self: ArcBorrow<'_, Self>, s: &mut CepInner, todo: &mut Todo) {
         let pol = policy(self.dev());
         let outcome = {
             let Ok(req) = mpa::parse(Kind::Request, &s.request) else {
@@ -733,7 +689,10 @@ impl Cep {
             Ok(neg) => {
                 let qp = s.qpn.and_then(|n| self.dev().verbs().qps.get(n));
                 let tcp = s.tcp.clone();
-                match qp.zip(tcp).map(|(q, t)| bind_qp(&q, self, neg, t, false)) {
+                match qp
+                    .zip(tcp)
+                    .map(|(q, t)| bind_qp(&q, self.into(), neg, t, false))
+                {
                     Some(Ok(())) => {
                         s.phase = Phase::Connected;
                         todo.ird = neg.ird.min(255) as u8;
@@ -759,7 +718,7 @@ impl Cep {
 /// does, as siw does, once MPA setup succeeded).
 fn bind_qp(
     qp: &crate::verbs::qp::Qp,
-    cep: &Cep,
+    cep: Arc<Cep>,
     neg: Negotiated,
     tcp: Arc<Tcp>,
     responder: bool,
@@ -778,10 +737,8 @@ fn bind_qp(
         (false, _, false) => (true, Some(INITIATOR_HOLD_USECS)),
         (false, _, true) => (false, None),
     };
-    // SAFETY: `cep` lives inside an Arc (Cep::new made it so).
-    let me = unsafe { arc_of(cep) };
     let slots = qp.inner.lock().sq.slots();
-    let stream = Stream::new(me, tcp, &neg, slots, hold, responder)?;
+    let stream = Stream::new(cep, tcp, &neg, slots, hold, responder)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
@@ -804,7 +761,7 @@ fn bind_qp(
 }
 
 impl TcpHandler for Cep {
-    fn event(&self, s: TcpRef<'_>, ev: TcpEvent) {
+    fn event(self: ArcBorrow<'_, Self>, s: TcpRef<'_>, ev: TcpEvent) {
         match ev {
             TcpEvent::Readable => s.read(),
             TcpEvent::Writable => {
@@ -855,7 +812,7 @@ impl TcpHandler for Cep {
     /// An active open's progress (see `connect`); then the MPA setup's
     /// deadline (armed once the request is out, or the socket accepted): a
     /// peer whose request or reply has not arrived by now is let go.
-    fn work(&self, t: TcpRef<'_>) {
+    fn work(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) {
         let mut todo = Todo::default();
         {
             let mut s = self.inner.lock();
@@ -916,7 +873,7 @@ impl TcpHandler for Cep {
         self.finish(todo);
     }
 
-    fn bytes(&self, data: &[u8]) -> usize {
+    fn bytes(self: ArcBorrow<'_, Self>, data: &[u8]) -> usize {
         let mut todo = Todo::default();
         let mut listener = None;
         let used = {
@@ -944,7 +901,7 @@ impl TcpHandler for Cep {
                                 listener = s.listener.clone();
                             }
                         } else {
-                            self.on_reply(&mut s, &mut todo);
+                            Self::on_reply(self, &mut s, &mut todo);
                         }
                         n
                     }
@@ -961,13 +918,11 @@ impl TcpHandler for Cep {
             }
         };
         if let Some(l) = listener {
-            l.forget(self);
+            l.forget(&self);
             let (local, remote) = {
                 let s = self.inner.lock();
                 (s.local, s.remote)
             };
-            // SAFETY: `self` lives inside an Arc (Cep::new).
-            let raw = unsafe { arc_of(self) }.into_provider();
             let ev = CmEvent {
                 kind: CmEventKind::ConnectRequest,
                 status: 0,
@@ -977,12 +932,9 @@ impl TcpHandler for Cep {
                 ird: todo.ird,
                 ord: todo.ord,
             };
-            if l.id.event(&ev, raw.cast_mut().cast::<ffi::c_void>()) != 0 {
-                // iw_cm did not take it: our reference comes back.
-                // SAFETY: from `into_raw` above, given back once.
-                if let Some(c) = unsafe { Cep::from_provider(raw) } {
-                    c.abort();
-                }
+            // iw_cm keeps a reference for the new id, or gives it back.
+            if let Err(me) = l.id.request(&ev, Arc::from(self)) {
+                me.abort();
             }
             todo.request = false;
         }

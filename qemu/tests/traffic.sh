@@ -18,6 +18,12 @@
 . /src/qemu/tests/lib_pairs.sh
 
 PAIRS="rxe:rxe sr:sr sr:rxe rxe:sr"
+# On the debug kernel (make check-debug) a pair takes over 20 minutes (at
+# 83dbe6c: rxe:rxe 1328 s, sr:sr 1363 s) and the four outran the hour a
+# suite has.  There sr:sr alone runs: softrnic at both ends, in both roles,
+# is all of its code the debug kernel can check; interoperability with rxe
+# is the stock kernel's run.
+[ "$SLOW" -gt 1 ] && PAIRS="sr:sr"
 TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_pingpong_ipv6 rping
        ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw send_lat capture"
 

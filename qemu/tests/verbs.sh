@@ -33,7 +33,9 @@ test_device_fatal_on_netdev_removal() {
 test_gid_change_event() {
     timeout $((20 * SLOW)) ibv_asyncwatch -d sr0 > /tmp/gid.out 2>&1 &
     w=$!
-    sleep 2
+    # Its context (which queues the event) exists once it prints its FD; a
+    # fixed sleep was too short on the loaded debug kernel.
+    wait_for 'grep -q "async event FD" /tmp/gid.out' 50 || { cat /tmp/gid.out; fail "ibv_asyncwatch did not start"; }
     ip addr add 10.0.9.1/24 dev vv0
     wait_for 'grep -q GID_CHANGE /tmp/gid.out' 60
     kill $w 2>/dev/null

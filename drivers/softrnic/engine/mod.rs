@@ -52,9 +52,13 @@ pub(crate) enum Counter {
     /// iWARP: connection setups ended because the peer's MPA request or
     /// reply did not arrive in time (`mpa_timeout`).
     IwMpaTimeouts,
+    /// Doorbells: empty POST_SENDs by which a user QP's provider woke the
+    /// engine (it rings only while the engine is idle; posts to a busy
+    /// engine are stores to the mapped ring alone).
+    Doorbells,
 }
 
-pub(crate) const COUNTERS: usize = 21;
+pub(crate) const COUNTERS: usize = 22;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_packets",
     c"rx_packets",
@@ -77,6 +81,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"iw_terminates_received",
     c"iw_mpa_rejects",
     c"iw_mpa_timeouts",
+    c"doorbells",
 ];
 
 impl From<crate::roce::Count> for Counter {
@@ -172,18 +177,44 @@ impl Qp {
     /// destroy as soon as the post returns (mckey destroys the AH and the
     /// QP right after posting; from the work item those sends were lost).
     pub(crate) fn kick(&self) {
+        self.kick_on(false);
+    }
+
+    /// Work posted by a doorbell system call (the engine was idle): send it
+    /// from the posting thread, as the call is paid for anyway, rather than
+    /// wake the work item.  An RC QP with no request in flight moves its
+    /// home to the posting CPU: every request it sent was acknowledged, so
+    /// none still waits in the old CPU's queues to be overtaken.
+    pub(crate) fn kick_posted(&self) {
+        self.kick_on(true);
+    }
+
+    fn kick_on(&self, posted: bool) {
         let ud = self.service() == crate::transport_rules::Service::Ud;
         let done = deferred::on_this_cpu(|cpu| {
-            if ud || cpu == self.cpu {
+            let here = ud
+                || cpu == self.home()
+                || (posted && self.service() == crate::transport_rules::Service::Rc && {
+                    let s = self.inner.lock();
+                    let quiet = !s.eng.pumping && !s.eng.req.outstanding();
+                    if quiet {
+                        self.cpu.store(cpu, Ordering::Relaxed);
+                    }
+                    quiet
+                });
+            if here {
                 self.pump(false);
-                true
-            } else {
-                false
             }
+            here
         });
         if !done {
             self.schedule();
         }
+    }
+
+    /// The CPU this QP's packets are sent from.
+    pub(crate) fn home(&self) -> u32 {
+        self.cpu.load(Ordering::Relaxed)
     }
 
     /// Do what a protocol machine's step left to the QP.
@@ -217,7 +248,7 @@ impl Qp {
     /// caller holds the QP lock.
     pub(crate) fn queue_work(&self, dying: bool) {
         if !dying {
-            self.work.queue(self.cpu);
+            self.work.queue(self.home());
         }
     }
 

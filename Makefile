@@ -5,11 +5,13 @@
 #   make check-slow the slow scenarios (the full fault matrix, rxe:rxe beside, goodput)
 #   make check-debug every guest suite on the debug kernel (KASAN, KFENCE, lockdep,
 #                   kmemleak ...; builds that kernel once, about 45 min)
-#   make bench      softrnic beside rdma_rxe in one VM: perftest medians and ratios (slow)
+#   make bench      rxe, siw, softrnic_roce and softrnic_iwarp side by side in one VM:
+#                   Documentation/benchmarks.{md,csv,svg} (slow; BENCH_ROUNDS=1 BENCH_QUICK=quick to try it)
 #   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
 SHELL := /bin/bash
 REPO := $(CURDIR)
 export SOFTRNIC_CACHE ?= /var/tmp/softrnic
+BENCH_ROUNDS ?= 3
 # Progress lines count the time from the start of this make command.
 ifndef SOFTRNIC_T0
 export SOFTRNIC_T0 := $(shell date +%s)
@@ -57,7 +59,7 @@ check-debug: all
 	@bash scripts/check --debug
 
 bench: all
-	@bash qemu/run --timeout 1800 qemu/bench/perf.sh $(BENCH_ROUNDS)
+	@bash scripts/bench $(BENCH_ROUNDS) $(BENCH_QUICK)
 
 # Inside the build root (scripts/build) or against a user's KDIR.
 modules-direct:

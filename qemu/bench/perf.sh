@@ -1,36 +1,187 @@
 #!/bin/sh
-# `make bench`, inside the VM: the perftest and pingpong figures of softrnic
-# beside rdma_rxe, in the same VM, with the same programs and settings
-# (qemu/tests/traffic.sh: two namespaces, one veth pair), ROUNDS times each
-# (pairs alternating so both see the same background), and the median of
-# each figure with the ratio softrnic / rxe.  TCG makes absolute figures
-# meaningless; only the ratios within one run are.
+# `make bench`, inside the VM: the same perftest scenarios on rdma_rxe, siw,
+# softrnic_roce and softrnic_iwarp, each as a pair of devices of one type in
+# two network namespaces joined by a veth pair (lib_pairs.sh), every QP
+# connected through rdma_cm (-R) so that all four run the same programs the
+# same way.  ROUNDS rounds, each running every implementation in turn, so
+# that all of them share the background of the whole run.  TCG makes
+# absolute figures meaningless; only ratios within one run are.
+#
+#   qemu/run --timeout S qemu/bench/perf.sh [ROUNDS] [quick]
+#
+# Prints one CSV row per figure between "== csv" and "== end csv"
+# (round,impl,scenario,size,qps,metric,value,unit); scripts/bench turns
+# them into Documentation/benchmarks.{md,csv,svg}.  A scenario that fails
+# is a row with metric "failed" and a "FAIL" line with why; the run then
+# exits 1.  "quick" runs one size per scenario (to try the bench itself).
+. /src/qemu/tests/lib.sh
+. /src/qemu/tests/lib_pairs.sh
+
 ROUNDS=${1:-3}
-TESTS=rc_pingpong,write_bw,read_bw,send_bw,atomic_bw,send_lat
-: > /tmp/bench.all
-i=0
-while [ $i -lt "$ROUNDS" ]; do
-    i=$((i + 1))
-    for pair in rxe:rxe sr:sr; do
-        # (rxe:rxe verdicts come as "REF PASS ...": the suite does not count them.)
-        sh /src/qemu/tests/traffic.sh $pair only=$TESTS 2>&1 | sed 's/^REF //' |
-            grep -E '^(PASS|FAIL) ' | tee -a /tmp/bench.all
+QUICK=; [ "${2:-}" = quick ] && QUICK=1
+IMPLS=${BENCH_IMPLS:-rxe siw sr sw}
+SIZES="64 1024 4096 65536 1048576"
+LAT_SIZES="8 4096"
+SECS=2
+[ -n "$QUICK" ] && SIZES=65536 LAT_SIZES=8 SECS=1
+
+NS_A=ba VETH_A=ba0 IP_A=10.79.0.1 IP6_A=fd79::1
+NS_B=bb VETH_B=bb0 IP_B=10.79.0.2 IP6_B=fd79::2
+DEV_A=bench_a DEV_B=bench_b
+SRV_BIND=$IP_A
+T=180
+PORT=7600
+
+modprobe rdma_ucm
+FAILED=0
+ROWS=/tmp/bench.rows
+: > $ROWS
+row() { # SCENARIO SIZE QPS METRIC VALUE UNIT
+    echo "$ROUND,$IMPL,$1,$2,$3,$4,$5,$6" >> $ROWS
+}
+
+# figure SCENARIO SIZE QPS CMD...: run CMD (a t_* style function printing
+# "METRIC VALUE UNIT" lines on success) in a subshell; a failure is a
+# "failed" row and a FAIL line.
+figure() {
+    scen=$1 size=$2 qps=$3; shift 3
+    PORT=$((PORT + 1))
+    ( set +e; "$@" ) > /tmp/fig.out 2>&1 < /dev/null
+    rc=$?
+    kill_leftovers
+    if [ $rc = 0 ] && grep -q '^FIGURE ' /tmp/fig.out; then
+        sed -n 's/^FIGURE //p' /tmp/fig.out | while read -r metric value unit; do
+            row "$scen" "$size" "$qps" "$metric" "$value" "$unit"
+        done
+        echo "# $IMPL $scen size $size qps $qps: $(sed -n 's/^FIGURE //p' /tmp/fig.out | tr '\n' ' ')"
+    else
+        why=$(grep '^FAIL_REASON: ' /tmp/fig.out | tail -n 1 | sed 's/^FAIL_REASON: //')
+        echo "FAIL ${IMPL}_${scen}_${size}_${qps}: ${why:-exited $rc, no figure}"
+        grep -v '^FAIL_REASON: ' /tmp/fig.out | tail -n 20 | sed 's/^/    /'
+        row "$scen" "$size" "$qps" failed 1 ""
+        FAILED=$((FAILED + 1))
+    fi
+}
+out() { echo "FIGURE $*"; }
+
+# pt PROGRAM ARGS...: both ends of a perftest program over rdma_cm (the
+# server bound to its address); the client's results table in /tmp/cli.out.
+pt() {
+    prog=$1; shift
+    server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R "$@"
+    ready "cm_listening $PORT"
+    client $prog -d $DEV_B -p $PORT -F -R "$@" $IP_A
+    finish
+}
+
+# bw PROGRAM SIZE QPS [ARGS...]: bandwidth (MiB/s) and message rate (Mpps)
+# of a perftest bandwidth program run for SECS seconds.
+bw() {
+    prog=$1 size=$2 qps=$3; shift 3
+    pt $prog -s $size -q $qps -D $SECS "$@"
+    line=$(awk 'index($0, "BW average") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print $4, $5; exit }' /tmp/cli.out)
+    [ -n "$line" ] || fail "no BW average in the client's output"
+    set -- $line
+    out bw_mibs $1 MiB/s
+    out msg_rate $(awk -v m="$2" 'BEGIN { printf "%.4f", m * 1000 }') kpps
+}
+
+# lat PROGRAM SIZE: median (perftest's t_typical) and 99th percentile.
+lat() {
+    pt $1 -s $2 -n 500
+    line=$(awk 'index($0, "t_typical") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print $5, $8; exit }' /tmp/cli.out)
+    [ -n "$line" ] || fail "no latency row in the client's output"
+    set -- $line
+    out lat_median $1 us
+    out lat_p99 $2 us
+}
+
+# lossy: ib_write_bw 64 KiB under 1 % netem loss on both veth ends.
+lossy() {
+    set_fault loss1 || fail "netem"
+    bw ib_write_bw 65536 1
+    set_fault clean
+}
+
+calibrate() {
+    # One core's memcpy: bytes() of a 64 MiB bytearray is one memcpy.
+    mc=$(python3 -c '
+import time
+b = bytearray(64 << 20); n = 0; t = time.perf_counter()
+while time.perf_counter() - t < 1.0:
+    c = bytes(b); n += 1
+print("%.0f" % (n * 64 / (time.perf_counter() - t)))')
+    [ -n "$mc" ] || fail "no memcpy figure"
+    out memcpy_mibs $mc MiB/s
+    # A trivial syscall: dd moving single bytes makes two per byte.
+    s=$( { time -p dd if=/dev/zero of=/dev/null bs=1 count=200000 2>/dev/null; } 2>&1 | awk '$1 == "real" { print $2 }')
+    [ -n "$s" ] || fail "no dd timing"
+    out syscall_ns $(awk -v s="$s" 'BEGIN { printf "%.0f", s * 1e9 / 400000 }') ns
+}
+
+# syscalls PROGRAM [ARGS...]: the client's system calls per operation of
+# a perftest bandwidth run (64 B messages), from strace -c on runs of N1 and
+# N2 iterations (the difference removes connection setup and teardown).
+syscalls() {
+    command -v strace >/dev/null || fail "no strace in the guest"
+    prog=$1; shift
+    n1=2000 n2=12000 tot=
+    for n in $n1 $n2; do
+        server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s 64 -n $n "$@"
+        ready "cm_listening $PORT"
+        ip netns exec $NS_B timeout $T strace -f -c -U calls,name -o /tmp/strace.$n \
+            $prog -d $DEV_B -p $PORT -F -R -s 64 -n $n "$@" $IP_A > /tmp/cli.out 2>&1
+        CLI_RC=$?
+        finish
+        PORT=$((PORT + 1))
+        tot="$tot $(awk '$2 == "total" { print $1 }' /tmp/strace.$n)"
+    done
+    set -- $tot
+    [ $# = 2 ] || fail "no strace totals"
+    out syscalls_per_op $(awk -v a="$1" -v b="$2" -v d=$((n2 - n1)) 'BEGIN { printf "%.3f", (b - a) / d }') calls
+    sed 's/^/    /' /tmp/strace.$n2
+}
+
+ROUND=0
+while [ $ROUND -lt "$ROUNDS" ]; do
+    ROUND=$((ROUND + 1))
+    IMPL=host
+    [ $ROUND = 1 ] && figure calibrate 0 0 calibrate
+    for IMPL in $IMPLS; do
+        TYPE_A=$IMPL TYPE_B=$IMPL PAIR=$IMPL:$IMPL PAIR_TAG=${IMPL}_$IMPL
+        echo "# round $ROUND: $IMPL"
+        if ! setup_pair $IMPL $IMPL > /tmp/setup.out 2>&1; then
+            cat /tmp/setup.out
+            figure setup 0 0 fail "pair setup failed: $(tail -n 1 /tmp/setup.out)"
+            teardown_pair
+            continue
+        fi
+        for p in write read send; do
+            for s in $SIZES; do
+                for q in 1 4; do figure ${p}_bw $s $q bw ib_${p}_bw $s $q; done
+            done
+        done
+        for p in send write; do
+            for s in $LAT_SIZES; do figure ${p}_lat $s 1 lat ib_${p}_lat $s; done
+        done
+        figure msg_rate 64 4 bw ib_write_bw 64 4 --post_list 16
+        figure loss1_write_bw 65536 1 lossy
+        if [ -z "$QUICK" ]; then
+            # (A small send queue each: perftest sizes one CQ for all QPs.)
+            for q in 1024 4096; do figure many_qps 4096 $q bw ib_write_bw 4096 $q -t 8; done
+        fi
+        if [ $ROUND = 1 ]; then
+            # Posts and polls; then with completion events (arms too).
+            figure syscalls_write_bw 64 1 syscalls ib_write_bw
+            figure syscalls_send_bw_events 64 1 syscalls ib_send_bw -e
+        fi
+        teardown_pair
     done
 done
-echo
-echo "== medians of $ROUNDS rounds (higher is better, except send_lat)"
-printf '%-12s %14s %14s %8s\n' test rxe softrnic ratio
-for t in $(echo $TESTS | tr ',' ' '); do
-    med() {  # PAIR: the median figure of test $t for PAIR
-        grep "^PASS ${t}_$1 " /tmp/bench.all | sed 's/^PASS [^ ]* \([0-9.]*\).*/\1/' | sort -n |
-            awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "-" }'
-    }
-    unit=$(grep "^PASS ${t}_sr_sr " /tmp/bench.all | head -n 1 | sed 's/^PASS [^ ]* [0-9.]*\([^ ]*\).*/\1/')
-    r=$(med rxe_rxe); s=$(med sr_sr)
-    ratio=$(awk -v r="$r" -v s="$s" -v t="$t" 'BEGIN {
-        if (r == "-" || s == "-" || r == 0 || s == 0) { print "-"; exit }
-        printf "%.2f", (t == "send_lat") ? r / s : s / r }')
-    printf '%-12s %14s %14s %8s\n' "$t" "$r$unit" "$s$unit" "$ratio"
-done
-echo "(ratio: softrnic / rxe for throughput, rxe / softrnic for latency: above 1 means softrnic is faster)"
-grep -c '^FAIL ' /tmp/bench.all | sed 's/^/failed runs: /'
+
+echo "== csv"
+echo "round,impl,scenario,size,qps,metric,value,unit"
+cat $ROWS
+echo "== end csv"
+echo "failed figures: $FAILED"
+[ $FAILED = 0 ]

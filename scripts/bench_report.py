@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Turn the rows of qemu/bench/perf.sh into Documentation/benchmarks.md,
+benchmarks.csv (every row of every round) and benchmarks.svg (bandwidth
+against message size, drawn by gnuplot).  Runs inside the build root
+(scripts/bench), which installs python3 and gnuplot.
+
+    bench_report.py LOG OUTDIR COMMIT DATE MACHINE
+"""
+import csv
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+
+IMPLS = ["rxe", "siw", "sr", "sw"]
+NAMES = {"rxe": "rxe", "siw": "siw", "sr": "softrnic_roce", "sw": "softrnic_iwarp", "host": "VM"}
+LOWER_IS_BETTER = {"lat_median", "lat_p99", "syscalls_per_op", "syscall_ns"}
+
+
+def rows_of(log):
+    """The CSV rows between "== csv" and "== end csv"."""
+    lines, on = [], False
+    for line in open(log, encoding="utf-8", errors="replace"):
+        line = line.rstrip("\n")
+        if line == "== csv":
+            on = True
+        elif line == "== end csv":
+            on = False
+        elif on:
+            lines.append(line)
+    return list(csv.DictReader(lines))
+
+
+def fmt(v):
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def main():
+    log, outdir, commit, date, machine = sys.argv[1:6]
+    rows = rows_of(log)
+    if not rows:
+        sys.exit("bench_report: no rows in " + log)
+    with open(f"{outdir}/benchmarks.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+
+    values = defaultdict(list)  # (scenario, size, qps, metric, impl) -> values
+    failed = defaultdict(int)  # (scenario, size, qps, impl) -> failed rounds
+    order, units = [], {}
+    for r in rows:
+        key = (r["scenario"], int(r["size"]), int(r["qps"]))
+        if key not in order:
+            order.append(key)
+        if r["metric"] == "failed":
+            failed[key + (r["impl"],)] += 1
+            continue
+        values[key + (r["metric"], r["impl"])].append(float(r["value"]))
+        units[r["metric"]] = r["unit"]
+    rounds = max(int(r["round"]) for r in rows)
+
+    def cell(key, metric, impl):
+        v = values.get(key + (metric, impl))
+        n_fail = failed.get(key + (impl,), 0)
+        if not v:
+            return ("failed" if n_fail else "–"), None
+        med = statistics.median(v)
+        s = f"{fmt(med)} ({fmt(min(v))}–{fmt(max(v))})" if len(v) > 1 else fmt(med)
+        if n_fail:
+            s += f", {n_fail} failed"
+        return s, med
+
+    def ratio(a, b, metric):
+        if a is None or b is None or a == 0 or b == 0:
+            return "–"
+        return f"{(b / a if metric in LOWER_IS_BETTER else a / b):.2f}"
+
+    out = [
+        "# Benchmarks",
+        "",
+        f"`make bench` on {date}, commit {commit}, {machine}; {rounds} round(s), "
+        "the implementations alternating within each round in one VM (TCG: only "
+        "the ratios mean anything). Each cell: median (min–max) over the rounds. "
+        "Ratios are softrnic's figure over the other's, inverted for latencies and "
+        "syscall counts, so above 1 always means softrnic is better; softrnic_roce "
+        "is compared with rxe, softrnic_iwarp with siw and with rxe.",
+        "",
+        "Every QP is connected through rdma_cm (perftest -R) between two network "
+        "namespaces joined by a veth pair; bandwidth tests run 2 s each, latency "
+        "tests 500 iterations.",
+        "",
+    ]
+    metrics_of = defaultdict(list)
+    for k in values:
+        key, metric = k[:3], k[3]
+        if metric not in metrics_of[key]:
+            metrics_of[key].append(metric)
+    for k in failed:
+        metrics_of[k[:3]]
+    for metric in metrics_of[("calibrate", 0, 0)]:
+        c, _ = cell(("calibrate", 0, 0), metric, "host")
+        out.append(f"- calibration, {metric}: {c} {units.get(metric, '')}")
+    out.append("")
+    out.append("| scenario | size | QPs | figure | rxe | siw | softrnic_roce | softrnic_iwarp "
+               "| roce/rxe | iwarp/siw | iwarp/rxe |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    for key in order:
+        scen, size, qps = key
+        for metric in metrics_of[key] or ["failed"]:
+            cells = {i: cell(key, metric, i) for i in IMPLS}
+            if key[0] == "calibrate":
+                continue
+            out.append(
+                f"| {scen} | {size} | {qps} | {metric} ({units.get(metric, '')}) | "
+                + " | ".join(cells[i][0] for i in IMPLS)
+                + f" | {ratio(cells['sr'][1], cells['rxe'][1], metric)}"
+                + f" | {ratio(cells['sw'][1], cells['siw'][1], metric)}"
+                + f" | {ratio(cells['sw'][1], cells['rxe'][1], metric)} |"
+            )
+    # softrnic's single-QP bandwidth as a share of one core's memcpy.
+    mc = values.get(("calibrate", 0, 0, "memcpy_mibs", "host"))
+    if mc:
+        memcpy = statistics.median(mc)
+        out += ["", f"One core's memcpy in the VM: {fmt(memcpy)} MiB/s. ib_write_bw 64 KiB, 1 QP, as a share of it:"]
+        for i in IMPLS:
+            v = values.get(("write_bw", 65536, 1, "bw_mibs", i))
+            if v:
+                out.append(f"- {NAMES[i]}: {100 * statistics.median(v) / memcpy:.1f} %")
+    out += ["", "Plot: [benchmarks.svg](benchmarks.svg) (ib_write_bw, 1 QP, MiB/s against message size). "
+            "Raw rows: [benchmarks.csv](benchmarks.csv).", ""]
+    with open(f"{outdir}/benchmarks.md", "w") as f:
+        f.write("\n".join(out))
+
+    # The plot: one line per implementation, write_bw 1 QP.
+    data = f"{outdir}/.bench-plot.dat"
+    with open(data, "w") as f:
+        for i in IMPLS:
+            f.write(f'"{NAMES[i]}"\n')
+            for key in order:
+                if key[0] == "write_bw" and key[2] == 1:
+                    v = values.get(key + ("bw_mibs", i))
+                    if v:
+                        f.write(f"{key[1]} {statistics.median(v)}\n")
+            f.write("\n\n")
+    script = f"""
+set terminal svg size 800,500 dynamic
+set output '{outdir}/benchmarks.svg'
+set title 'ib_write_bw, 1 QP ({date}, {commit})'
+set logscale x 2
+set xlabel 'message size (bytes)'
+set ylabel 'MiB/s'
+set key left top
+plot for [i=0:{len(IMPLS) - 1}] '{data}' index i using 1:2 with linespoints title columnheader(1)
+"""
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    subprocess.run(["rm", "-f", data], check=True)
+
+
+main()

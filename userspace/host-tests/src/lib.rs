@@ -37,6 +37,8 @@ pub(crate) mod iwarp;
 #[allow(dead_code)]
 pub(crate) mod roce;
 
+pub mod micro_bench;
+
 #[cfg(test)]
 pub(crate) mod sim;
 

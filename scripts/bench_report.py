@@ -39,6 +39,68 @@ def fmt(v):
     return f"{v:.3g}"
 
 
+def targets(cell):
+    """Issue 16's targets, each with the figures it compares and whether
+    this run met it (the figure beside rxe's and siw's, met or not)."""
+    def med(key, metric, impl):
+        return cell(key, metric, impl)[1]
+
+    def verdict(ok):
+        return "–" if ok is None else ("met" if ok else "not met")
+
+    def at_least(a, b, factor):
+        return None if a is None or b is None else a >= factor * b
+
+    def at_most(a, b, factor):
+        return None if a is None or b is None else a <= factor * b
+
+    def show(v, unit):
+        return "–" if v is None else f"{fmt(v)} {unit}"
+
+    out = ["## Targets (issue 16)", "",
+           "| target | softrnic_roce | softrnic_iwarp | rxe | siw | roce | iwarp |",
+           "|---|---|---|---|---|---|---|"]
+
+    def line(name, key, metric, unit, test):
+        sr, sw, rxe, siw = (med(key, metric, i) for i in ("sr", "sw", "rxe", "siw"))
+        out.append(f"| {name} | {show(sr, unit)} | {show(sw, unit)} | {show(rxe, unit)} | {show(siw, unit)} "
+                   f"| {verdict(test(sr, rxe, siw))} | {verdict(test(sw, rxe, siw))} |")
+
+    w64 = ("write_bw", 65536, 1)
+    line("ib_write_bw 64 KiB, 1 QP: at least 2x rxe and 1.5x siw", w64, "bw_mibs", "MiB/s",
+         lambda v, rxe, siw: None if v is None else bool(at_least(v, rxe, 2)) and at_least(v, siw, 1.5) is not False)
+    mc = med(("calibrate", 0, 0), "memcpy_mibs", "host")
+    if mc:
+        share = {i: med(w64, "bw_mibs", i) for i in IMPLS}
+        out.append(f"| ib_write_bw 64 KiB, 1 QP: at least 50 % of one core's memcpy ({fmt(mc)} MiB/s) | "
+                   + " | ".join("–" if share[i] is None else f"{100 * share[i] / mc:.1f} %"
+                                for i in ("sr", "sw", "rxe", "siw"))
+                   + " | " + " | ".join(verdict(None if share[i] is None else share[i] >= 0.5 * mc)
+                                        for i in ("sr", "sw")) + " |")
+    for prog in ("send_lat", "write_lat"):
+        line(f"ib_{prog} 8 B median: at most 0.5x rxe's and below siw's", (prog, 8, 1), "lat_median", "us",
+             lambda v, rxe, siw: None if v is None else bool(at_most(v, rxe, 0.5)) and at_most(v, siw, 1) is not False
+             and (siw is None or v < siw))
+    line("64 B message rate, 4 QPs: at least 2x rxe", ("msg_rate", 64, 4), "msg_rate", "kpps",
+         lambda v, rxe, siw: at_least(v, rxe, 2))
+    line("goodput under 1 % loss: at least 3x rxe", ("loss1_write_bw", 65536, 1), "bw_mibs", "MiB/s",
+         lambda v, rxe, siw: at_least(v, rxe, 3))
+    for n in (4096, 1024, 64):
+        key = ("many_qps", 4096, n)
+        if any(cell(key, "bw_mibs", i)[0] != "–" for i in IMPLS):
+            out.append(f"| {n} QPs carrying traffic at once: no error | "
+                       + " | ".join(cell(key, "bw_mibs", i)[0] for i in ("sr", "sw", "rxe", "siw"))
+                       + " | " + " | ".join(verdict(None if cell(key, "bw_mibs", i)[0] == "–"
+                                                    else cell(key, "bw_mibs", i)[1] is not None
+                                                    and "failed" not in cell(key, "bw_mibs", i)[0])
+                                            for i in ("sr", "sw")) + " |")
+            break
+    line("system calls per post and poll (ib_write_bw 64 B): zero while busy", ("syscalls_write_bw", 64, 1),
+         "syscalls_per_op", "calls", lambda v, rxe, siw: None if v is None else v < 0.01)
+    out.append("")
+    return out
+
+
 def main():
     log, outdir, commit, date, machine = sys.argv[1:6]
     rows = rows_of(log)
@@ -105,9 +167,13 @@ def main():
         c, _ = cell(("calibrate", 0, 0), metric, "host")
         out.append(f"- calibration, {metric}: {c} {units.get(metric, '')}")
     out.append("")
+    out += targets(cell)
+    out.append("")
+    out.append("## Every figure")
+    out.append("")
     out.append("| scenario | size | QPs | figure | rxe | siw | softrnic_roce | softrnic_iwarp "
-               "| roce/rxe | iwarp/siw | iwarp/rxe |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+               "| roce/rxe | roce/siw | iwarp/siw | iwarp/rxe |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for key in order:
         scen, size, qps = key
         for metric in metrics_of[key] or ["failed"]:
@@ -118,6 +184,7 @@ def main():
                 f"| {scen} | {size} | {qps} | {metric} ({units.get(metric, '')}) | "
                 + " | ".join(cells[i][0] for i in IMPLS)
                 + f" | {ratio(cells['sr'][1], cells['rxe'][1], metric)}"
+                + f" | {ratio(cells['sr'][1], cells['siw'][1], metric)}"
                 + f" | {ratio(cells['sw'][1], cells['siw'][1], metric)}"
                 + f" | {ratio(cells['sw'][1], cells['rxe'][1], metric)} |"
             )

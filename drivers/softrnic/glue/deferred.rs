@@ -73,12 +73,6 @@ pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
     r
 }
 
-/// Whether `cpu` is online (work queued for an offline CPU runs anywhere).
-pub(crate) fn cpu_online(cpu: u32) -> bool {
-    // SAFETY: a plain query.
-    unsafe { b::softrnic_cpu_online(cpu) }
-}
-
 /// The number of CPUs work can be spread over.
 pub(crate) fn cpu_count() -> u32 {
     // SAFETY: a plain query.

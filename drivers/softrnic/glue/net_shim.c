@@ -527,11 +527,6 @@ unsigned int softrnic_cpu_count(void)
 	return num_possible_cpus();
 }
 
-bool softrnic_cpu_online(unsigned int cpu)
-{
-	return cpu < nr_cpu_ids && cpu_online(cpu);
-}
-
 void softrnic_work_flush(struct work_struct *work)
 {
 	flush_work(work);

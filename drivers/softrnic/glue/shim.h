@@ -166,7 +166,6 @@ void softrnic_work_queue(struct work_struct *work, unsigned int cpu);
 unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);
-bool softrnic_cpu_online(unsigned int cpu);
 void softrnic_work_flush(struct work_struct *work);
 void softrnic_work_disable(struct work_struct *work);
 void softrnic_timer_init(struct timer_list *t, void (*fn)(struct timer_list *));

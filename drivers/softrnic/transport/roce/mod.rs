@@ -17,7 +17,6 @@ pub(crate) mod rx;
 
 use packet::Outbox;
 
-use crate::glue::deferred;
 use crate::glue::net::IpRoute;
 use crate::glue::NetDevice;
 use crate::qp_state::QpType;
@@ -95,18 +94,13 @@ impl Qp {
     }
 
     /// Build and send this QP's packets: responses first, then requests.
-    /// Runs on the QP's home CPU only (see `kick`; a UD QP anywhere), so
-    /// they leave in order.  `work`: the work item, which may work long;
-    /// otherwise it does a little and hands the rest to the work item.
+    /// Runs on the QP's home CPU (see `kick`; a UD QP anywhere), so they
+    /// leave in order; one context at a time.  (A work item queued before
+    /// the home moved still runs where it was queued: the workqueue keeps a
+    /// running item on its CPU, so requeueing it cannot move it.)  `work`:
+    /// the work item, which may work long; otherwise it does a little and
+    /// hands the rest to the work item.
     pub(crate) fn roce_pump(&self, work: bool) {
-        if work {
-            let home = self.home();
-            if deferred::on_this_cpu(|cpu| cpu) != home && deferred::cpu_online(home) {
-                // Queued before the home moved (`kick_posted`): go there.
-                self.schedule();
-                return;
-            }
-        }
         let dev = self.dev();
         let Some(ndev) = dev.port_netdev() else {
             return;

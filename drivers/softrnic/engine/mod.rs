@@ -18,6 +18,7 @@ use kernel::prelude::*;
 
 use crate::glue::deferred;
 use crate::glue::IbDevice;
+use crate::transport_rules::Service;
 use crate::verbs::qp::{After, Qp};
 
 /// Per-device packet counters (`rdma statistic`).
@@ -168,40 +169,40 @@ impl Qp {
         self.ib.device()
     }
 
-    /// New work for the engine: pump right here if this is the QP's CPU
-    /// (a little, with preemption off), else in the work item on that CPU.
-    /// Not from hard-IRQ context or with IRQs off (transmission needs BHs).
+    /// New work for the engine (a doorbell, a received packet): pump right
+    /// here if this is the QP's home CPU, else in the work item there.  Not
+    /// from hard-IRQ context or with IRQs off (transmission needs BHs).
+    ///
+    /// A connected QP with nothing in flight moves its home here instead:
+    /// every request it sent was acknowledged and every READ or atomic it
+    /// was asked for was answered, so none of its packets still waits in
+    /// the old CPU's queues to be overtaken.  A doorbell then transmits
+    /// from the posting thread (the system call is paid for anyway), and a
+    /// packet that leaves the QP quiet (the last ACK, a request to answer)
+    /// is answered from the receiving context: a ping-pong never waits for
+    /// the work item.
     ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
     /// destroy as soon as the post returns (mckey destroys the AH and the
     /// QP right after posting; from the work item those sends were lost).
     pub(crate) fn kick(&self) {
-        self.kick_on(false);
-    }
-
-    /// Work posted by a doorbell system call (the engine was idle): send it
-    /// from the posting thread, as the call is paid for anyway, rather than
-    /// wake the work item.  An RC QP with no request in flight moves its
-    /// home to the posting CPU: every request it sent was acknowledged, so
-    /// none still waits in the old CPU's queues to be overtaken.
-    pub(crate) fn kick_posted(&self) {
-        self.kick_on(true);
-    }
-
-    fn kick_on(&self, posted: bool) {
-        let ud = self.service() == crate::transport_rules::Service::Ud;
         let done = deferred::on_this_cpu(|cpu| {
-            let here = ud
-                || cpu == self.home()
-                || (posted && self.service() == crate::transport_rules::Service::Rc && {
+            let here = match self.service() {
+                Service::Ud => true,
+                _ if cpu == self.home() => true,
+                Service::Rc => {
                     let s = self.inner.lock();
-                    let quiet = !s.eng.pumping && !s.eng.req.outstanding();
+                    let quiet =
+                        !s.eng.pumping && !s.eng.req.outstanding() && s.eng.resp.rd_pending() == 0;
                     if quiet {
                         self.cpu.store(cpu, Ordering::Relaxed);
                     }
                     quiet
-                });
+                }
+                // UC: no ACK says when its packets have left.
+                Service::Uc => false,
+            };
             if here {
                 self.pump(false);
             }

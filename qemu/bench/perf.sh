@@ -22,9 +22,11 @@ QUICK=; [ "${2:-}" = quick ] && QUICK=1
 IMPLS=${BENCH_IMPLS:-rxe siw sr sw}
 SIZES="64 1024 4096 65536 1048576"
 LAT_SIZES="8 4096"
-SECS=2
+# perftest measures a -D run between margins of D/4 whole seconds at each
+# end: under 4 s the margin is 0 and the window breaks (0 MiB/s on siw).
+SECS=4
 MANY_QPS="1024 4096"
-[ -n "$QUICK" ] && SIZES=65536 LAT_SIZES=8 SECS=1 MANY_QPS=64
+[ -n "$QUICK" ] && SIZES=65536 LAT_SIZES=8 MANY_QPS=64
 
 NS_A=ba VETH_A=ba0 IP_A=10.79.0.1 IP6_A=fd79::1
 NS_B=bb VETH_B=bb0 IP_B=10.79.0.2 IP6_B=fd79::2
@@ -55,6 +57,7 @@ figure() {
             row "$scen" "$size" "$qps" "$metric" "$value" "$unit"
         done
         echo "# $IMPL $scen size $size qps $qps: $(sed -n 's/^FIGURE //p' /tmp/fig.out | tr '\n' ' ')"
+        sed -n 's/^DETAIL /    /p' /tmp/fig.out
     else
         why=$(grep '^FAIL_REASON: ' /tmp/fig.out | tail -n 1 | sed 's/^FAIL_REASON: //')
         echo "FAIL ${IMPL}_${scen}_${size}_${qps}: ${why:-exited $rc, no figure}"
@@ -83,6 +86,7 @@ bw() {
     line=$(awk 'index($0, "BW average") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print $4, $5; exit }' /tmp/cli.out)
     [ -n "$line" ] || fail "no BW average in the client's output"
     set -- $line
+    awk -v b="$1" 'BEGIN { exit !(b > 0) }' || fail "no message completed in the measured window (BW average $1)"
     out bw_mibs $1 MiB/s
     out msg_rate $(awk -v m="$2" 'BEGIN { printf "%.4f", m * 1000 }') kpps
 }
@@ -105,33 +109,36 @@ lossy() {
 }
 
 calibrate() {
-    # One core's memcpy: bytes() of a 64 MiB bytearray is one memcpy.
+    # One core's memcpy: a slice assignment between two 64 MiB buffers
+    # allocated (and faulted in) beforehand is one memcpy.
     mc=$(python3 -c '
 import time
-b = bytearray(64 << 20); n = 0; t = time.perf_counter()
+a = bytearray(b"x" * (64 << 20)); b = bytearray(len(a)); n = 0; t = time.perf_counter()
 while time.perf_counter() - t < 1.0:
-    c = bytes(b); n += 1
+    b[:] = a; n += 1
 print("%.0f" % (n * 64 / (time.perf_counter() - t)))')
     [ -n "$mc" ] || fail "no memcpy figure"
     out memcpy_mibs $mc MiB/s
-    # A trivial syscall: dd moving single bytes makes two per byte.
-    s=$( { time -p dd if=/dev/zero of=/dev/null bs=1 count=200000 2>/dev/null; } 2>&1 | awk '$1 == "real" { print $2 }')
-    [ -n "$s" ] || fail "no dd timing"
-    out syscall_ns $(awk -v s="$s" 'BEGIN { printf "%.0f", s * 1e9 / 400000 }') ns
+    # A trivial syscall: dd moving single bytes makes two (read, write) per byte.
+    t0=$(date +%s%N)
+    dd if=/dev/zero of=/dev/null bs=1 count=200000 2>/dev/null || fail "dd failed"
+    t1=$(date +%s%N)
+    out syscall_ns $(( (t1 - t0) / 400000 )) ns
 }
 
-# syscalls PROGRAM [ARGS...]: the client's system calls per operation of
-# a perftest bandwidth run (64 B messages), from strace -c on runs of N1 and
-# N2 iterations (the difference removes connection setup and teardown).
+# syscalls SIZE N1 N2 PROGRAM [ARGS...]: the client's system calls per
+# operation of a perftest bandwidth run, from strace -c on runs of N1 and N2
+# iterations (the difference removes connection setup and teardown); the
+# larger run's table goes to the log.
 syscalls() {
     command -v strace >/dev/null || fail "no strace in the guest"
-    prog=$1; shift
-    n1=2000 n2=12000 tot=
+    size=$1 n1=$2 n2=$3 prog=$4; shift 4
+    tot=
     for n in $n1 $n2; do
-        server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s 64 -n $n "$@"
+        server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s $size -n $n "$@"
         ready "cm_listening $PORT"
         ip netns exec $NS_B timeout $T strace -f -c -U calls,name -o /tmp/strace.$n \
-            $prog -d $DEV_B -p $PORT -F -R -s 64 -n $n "$@" $IP_A > /tmp/cli.out 2>&1
+            $prog -d $DEV_B -p $PORT -F -R -s $size -n $n "$@" $IP_A > /tmp/cli.out 2>&1
         CLI_RC=$?
         finish
         PORT=$((PORT + 1))
@@ -140,7 +147,7 @@ syscalls() {
     set -- $tot
     [ $# = 2 ] || fail "no strace totals"
     out syscalls_per_op $(awk -v a="$1" -v b="$2" -v d=$((n2 - n1)) 'BEGIN { printf "%.3f", (b - a) / d }') calls
-    sed 's/^/    /' /tmp/strace.$n2
+    sed 's/^/DETAIL /' /tmp/strace.$n2
 }
 
 ROUND=0
@@ -171,9 +178,12 @@ while [ $ROUND -lt "$ROUNDS" ]; do
         # which must fit every device's max_cqe.)
         for q in $MANY_QPS; do figure many_qps 4096 $q bw ib_write_bw 4096 $q -t 4; done
         if [ $ROUND = 1 ]; then
-            # Posts and polls; then with completion events (arms too).
-            figure syscalls_write_bw 64 1 syscalls ib_write_bw
-            figure syscalls_send_bw_events 64 1 syscalls ib_send_bw -e
+            # Posts and polls: small writes (the engine may drain the
+            # queue between posts, then each post rings) and 64 KiB ones
+            # (the engine stays busy); then with completion events (arms).
+            figure syscalls_write_bw 64 1 syscalls 64 2000 12000 ib_write_bw
+            figure syscalls_write_bw 65536 1 syscalls 65536 200 1200 ib_write_bw
+            figure syscalls_send_bw_events 64 1 syscalls 64 2000 12000 ib_send_bw -e
         fi
         teardown_pair
     done

@@ -128,7 +128,10 @@ test_gid_table_holds_netdev_addresses() {
 test_port_state_and_events_follow_netdev() {
     timeout $((20 * SLOW)) ibv_asyncwatch -d sr0 > /tmp/events 2>&1 &
     w=$!
-    sleep 2
+    # Its context (which queues the events) exists once it prints its FD;
+    # a fixed 2 s was too short on the loaded debug kernel (PORT_ERR came
+    # before the watcher: it saw only the two PORT_ACTIVEs of the way up).
+    wait_for 'grep -q "async event FD" /tmp/events' 50 || { cat /tmp/events; fail "ibv_asyncwatch did not start"; }
     ip link set vd0 down
     wait_for 'ibv_devinfo -d sr0 | grep -q "state:.*PORT_DOWN"' || fail "port not DOWN after netdev down"
     ip link set vd0 up

@@ -22,7 +22,7 @@ test_device_fatal_on_netdev_removal() {
     rdma link add sf0 type softrnic_roce netdev vf0 || fail "link add"
     timeout $((20 * SLOW)) ibv_asyncwatch -d sf0 > /tmp/watch.out 2>&1 &
     w=$!
-    sleep 2
+    wait_for 'grep -q "async event FD" /tmp/watch.out' 50 || { cat /tmp/watch.out; fail "ibv_asyncwatch did not start"; }
     ip link del vf0
     wait_for '! rdma link show sf0/1' || fail "device not removed"
     wait $w

@@ -16,17 +16,10 @@ use crate::verbs::local_ops;
 use crate::verbs::qp::{After, Qp, QpInner};
 
 impl Qp {
-    /// New work (`here`: a user's doorbell, a system call the thread pays
-    /// for anyway: send from it, as siw does, rather than wake the work
-    /// item).
-    pub(crate) fn iwarp_doorbell(&self, here: bool) {
-        // Connected: the stream's sender takes it.
+    pub(crate) fn iwarp_doorbell(&self) {
+        // Connected: the stream's sender (the work item) takes it.
         if self.inner.lock().iw.is_some() {
-            if here {
-                self.iwarp_pump();
-            } else {
-                self.schedule();
-            }
+            self.schedule();
             return;
         }
         let dev = self.dev();

@@ -18,7 +18,7 @@ impl Qp {
         match self.transport {
             Transport::Roce if here => self.kick(),
             Transport::Roce => self.schedule(),
-            Transport::Iwarp => self.iwarp_doorbell(),
+            Transport::Iwarp => self.iwarp_doorbell(here),
         }
     }
 

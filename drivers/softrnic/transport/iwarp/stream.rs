@@ -75,6 +75,10 @@ pub(crate) struct Stream {
     hold: bool,
     /// Peer-to-peer initiator: the RTR goes first, once the hold is over.
     rtr_owed: bool,
+    /// A context is handing FPDUs to the socket (one at a time, so the
+    /// stream's bytes stay in order), and whether more came meanwhile.
+    pumping: bool,
+    again: bool,
 }
 
 impl Stream {
@@ -161,6 +165,8 @@ impl Stream {
                 term_sent: false,
                 hold,
                 rtr_owed,
+                pumping: false,
+                again: false,
                 tcp,
             },
             GFP_ATOMIC,
@@ -710,9 +716,65 @@ impl Qp {
         }
     }
 
-    /// The QP's work item: build FPDUs and hand them to the socket; after
-    /// a fault, the TERMINATE and then the close.
+    /// Build FPDUs and hand them to the socket; after a fault, the
+    /// TERMINATE and then the close.  From the work item, or from the
+    /// thread that rang the doorbell (as siw does); one context at a time.
     pub(crate) fn iwarp_pump(&self) {
+        {
+            let mut s = self.inner.lock();
+            let Some(st) = s.iw.as_deref_mut() else {
+                return;
+            };
+            if st.pumping {
+                st.again = true;
+                return;
+            }
+            st.pumping = true;
+        }
+        loop {
+            let seen = {
+                let s = self.inner.lock();
+                if s.state == QpState::Rts {
+                    // Posts meanwhile need no doorbell: this pump looks.
+                    s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                }
+                s.sq.producer()
+            };
+            self.iwarp_send();
+            let mut s = self.inner.lock();
+            let more = self.iwarp_settle(&s, seen);
+            let Some(st) = s.iw.as_deref_mut() else {
+                return;
+            };
+            if (st.again || more) && !st.broken {
+                st.again = false;
+                continue;
+            }
+            st.pumping = false;
+            return;
+        }
+    }
+
+    /// The pump stopped.  While the socket holds back FPDUs already built
+    /// (its write-space callback pumps again) or the stream holds its first
+    /// one (the timer does), that pump finds whatever is posted meanwhile:
+    /// the provider need not ring.  Otherwise set `QUEUE_ENGINE_IDLE` and
+    /// look at the producer once more (as `Qp::settle` for RoCE); returns
+    /// whether WQEs came after `seen`.
+    fn iwarp_settle(&self, s: &QpInner, seen: u32) -> bool {
+        let rts = s.state == QpState::Rts;
+        if let Some(st) = s.iw.as_deref() {
+            if rts && !st.broken && (st.tx_off < st.tx.len() || st.hold) {
+                return false;
+            }
+        }
+        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        rts && s.sq.producer() != seen
+    }
+
+    /// `iwarp_pump`'s work, by the one context that pumps.
+    fn iwarp_send(&self) {
         let dev = self.dev();
         loop {
             // Hand over what is built.

@@ -75,10 +75,31 @@ impl Qp {
         s.attrs.av.as_ref().map(|av| self.ip_route(av))
     }
 
+    /// The pump has nothing left to send.  While a request awaits its ACK
+    /// (or an RNR wait runs) the QP's timer is on, and that ACK or the timer
+    /// pumps again and finds whatever is posted meanwhile: the provider
+    /// need not ring.  Otherwise it must: set `QUEUE_ENGINE_IDLE`, then look
+    /// at the producer once more (the provider stores its producer, then
+    /// reads the flag; a full fence on both sides means one of the two sees
+    /// the other).  Returns whether WQEs came after `seen`, the producer
+    /// this pump started from: then it goes on.
+    fn settle(&self, s: &QpInner, seen: u32) -> bool {
+        let sends = s.state.sends();
+        if sends && s.eng.req.timer_on {
+            return false;
+        }
+        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        sends && s.sq.producer() != seen
+    }
+
     /// Build and send this QP's packets: responses first, then requests.
-    /// Runs on the QP's CPU only (see `kick`), so they leave in order.
-    /// `work`: the work item, which may work long; otherwise it does a
-    /// little and hands the rest to the work item.
+    /// Runs on the QP's home CPU (see `kick`; a UD QP anywhere), so they
+    /// leave in order; one context at a time.  (A work item queued before
+    /// the home moved still runs where it was queued: the workqueue keeps a
+    /// running item on its CPU, so requeueing it cannot move it.)  `work`:
+    /// the work item, which may work long; otherwise it does a little and
+    /// hands the rest to the work item.
     pub(crate) fn roce_pump(&self, work: bool) {
         let dev = self.dev();
         let Some(ndev) = dev.port_netdev() else {
@@ -89,7 +110,7 @@ impl Qp {
         for batch in 1.. {
             let mut out = Outbox::new();
             let mut after = After::default();
-            {
+            let seen = {
                 let mut s = self.inner.lock();
                 if first {
                     if s.eng.pumping {
@@ -100,14 +121,25 @@ impl Qp {
                     first = false;
                 }
                 s.eng.again = false;
+                // This pump looks at the send queue before it ends: posts
+                // meanwhile need no doorbell.
+                if s.state.sends() {
+                    s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                }
+                let seen = s.sq.producer();
                 self.emit_responses(&mut s, &dev, &ndev, &mut out);
                 self.emit_requests(&mut s, &dev, &ndev, &mut out, &mut after);
-            }
+                seen
+            };
             let full = out.is_full();
             self.after(after);
             out.send(&dev, &ndev);
             let mut s = self.inner.lock();
-            if !(full || s.eng.again) || s.eng.dying {
+            if s.eng.dying {
+                s.eng.pumping = false;
+                return;
+            }
+            if !(full || s.eng.again || self.settle(&s, seen)) {
                 s.eng.pumping = false;
                 return;
             }

@@ -18,6 +18,7 @@ use kernel::prelude::*;
 
 use crate::glue::deferred;
 use crate::glue::IbDevice;
+use crate::transport::Pumper;
 use crate::transport_rules::Service;
 use crate::verbs::qp::{After, Qp};
 
@@ -173,25 +174,27 @@ impl Qp {
     /// here if this is the QP's home CPU, else in the work item there.  Not
     /// from hard-IRQ context or with IRQs off (transmission needs BHs).
     ///
-    /// A connected QP with nothing in flight moves its home here instead:
-    /// every request it sent was acknowledged and every READ or atomic it
-    /// was asked for was answered, so none of its packets still waits in
-    /// the old CPU's queues to be overtaken.  A doorbell then transmits
-    /// from the posting thread (the system call is paid for anyway), and a
-    /// packet that leaves the QP quiet (the last ACK, a request to answer)
-    /// is answered from the receiving context: a ping-pong never waits for
-    /// the work item.
+    /// A received packet that finds an RC QP with nothing in flight moves
+    /// its home here instead (every request it sent was acknowledged and
+    /// every READ or atomic it was asked for was answered, so none of its
+    /// packets still waits in the old CPU's queues to be overtaken) and is
+    /// answered from the receiving context: a ping-pong never waits for the
+    /// work item.  A doorbell does not move the home: the posting thread
+    /// usually polls on its CPU, and a sender with several QPs then had all
+    /// their work items on that CPU beside it, its poll loop starved
+    /// (ib_write_bw -q 4 -D 4 at 64 KiB: no completion in the measured
+    /// window; 11 MiB/s with the home left, rxe 12 in the same VM).
     ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
     /// destroy as soon as the post returns (mckey destroys the AH and the
     /// QP right after posting; from the work item those sends were lost).
-    pub(crate) fn kick(&self) {
+    pub(crate) fn kick(&self, by: Pumper) {
         let done = deferred::on_this_cpu(|cpu| {
             let here = match self.service() {
                 Service::Ud => true,
                 _ if cpu == self.home() => true,
-                Service::Rc => {
+                Service::Rc if by != Pumper::Doorbell => {
                     let s = self.inner.lock();
                     let quiet =
                         !s.eng.pumping && !s.eng.req.outstanding() && s.eng.resp.rd_pending() == 0;
@@ -201,10 +204,10 @@ impl Qp {
                     quiet
                 }
                 // UC: no ACK says when its packets have left.
-                Service::Uc => false,
+                _ => false,
             };
             if here {
-                self.pump(false);
+                self.pump(by);
             }
             here
         });

@@ -24,7 +24,7 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
+    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
@@ -145,6 +145,7 @@ t_write_bw() {
 }
 t_read_bw() { bw_test ib_read_bw 18712 -R -n $((300 / SLOW)); }
 t_send_bw() { bw_test ib_send_bw 18713 -R -n $((300 / SLOW)); }
+t_write_bw_4qp() { qp4_test ib_write_bw 18719 -R; }
 # RFC 7306 between two softrnic ends: WRITE with immediate (the receiver's
 # completion carries the immediate) and the atomics.  siw has neither, and
 # perftest refuses a device without atomics: with siw at either end these

@@ -21,11 +21,10 @@ pub(crate) enum Pumper {
     Packet,
     /// The thread that rang the doorbell: the first packets only (RoCE;
     /// an iWARP doorbell still sends what the socket takes, see
-    /// `Qp::iwarp_pump`).  The
-    /// posting thread pays for what it sends (and, over a local link, for
-    /// the receiver's processing, which runs in its softirq): four batches
-    /// of 16 made a post of 64 KiB cost 5 to 10 ms under TCG, its poll loop
-    /// waiting meanwhile.
+    /// `Qp::iwarp_pump`).  The posting thread pays for what it sends (and,
+    /// over a local link, for the receiver's processing, which runs in its
+    /// softirq): four batches of 16 made a post of 64 KiB cost 5 to 10 ms
+    /// under TCG, its poll loop waiting meanwhile.
     Doorbell,
 }
 

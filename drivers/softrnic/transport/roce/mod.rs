@@ -80,13 +80,13 @@ impl Qp {
 
     /// The pump has nothing left to send.  While a request awaits its ACK
     /// or an RNR wait runs, that ACK or the QP's timer pumps again and finds
-    /// whatever is posted meanwhile: the provider need not ring.  (The ACK,
-    /// not the timer: with the infinite timeout, 0, no timer runs, and an
-    /// rdma_cm QP's posts rang every time.)  Otherwise it must: set `QUEUE_ENGINE_IDLE`, then look
-    /// at the producer once more (the provider stores its producer, then
-    /// reads the flag; a full fence on both sides means one of the two sees
-    /// the other).  Returns whether WQEs came after `seen`, the producer
-    /// this pump started from: then it goes on.
+    /// whatever is posted meanwhile: the provider need not ring.  (The ACK
+    /// is what counts: with timeout 0, infinite, no timer runs.)  Otherwise
+    /// it must: set `QUEUE_ENGINE_IDLE`, then look at the producer once
+    /// more (the provider stores its producer, then reads the flag; a full
+    /// fence on both sides means one of the two sees the other).  Returns
+    /// whether WQEs came after `seen`, the producer this pump started from:
+    /// then it goes on.
     fn settle(&self, s: &QpInner, seen: u32) -> bool {
         let sends = s.state.sends();
         if sends && (s.eng.req.timer_on || s.eng.req.outstanding()) {

@@ -145,7 +145,7 @@ t_write_bw() {
 }
 t_read_bw() { bw_test ib_read_bw 18712 -R -n $((300 / SLOW)); }
 t_send_bw() { bw_test ib_send_bw 18713 -R -n $((300 / SLOW)); }
-t_write_bw_4qp() { qp4_test ib_write_bw 18719 -R; }
+t_write_bw_4qp() { qp4_test ib_write_bw 18719; }
 # RFC 7306 between two softrnic ends: WRITE with immediate (the receiver's
 # completion carries the immediate) and the atomics.  siw has neither, and
 # perftest refuses a device without atomics: with siw at either end these

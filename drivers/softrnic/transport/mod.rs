@@ -19,12 +19,11 @@ pub(crate) enum Pumper {
     Work,
     /// A received packet (softirq): a little.
     Packet,
-    /// The thread that rang the doorbell: the first packets only (RoCE;
-    /// an iWARP doorbell still sends what the socket takes, see
-    /// `Qp::iwarp_pump`).  The posting thread pays for what it sends (and,
-    /// over a local link, for the receiver's processing, which runs in its
-    /// softirq): four batches of 16 made a post of 64 KiB cost 5 to 10 ms
-    /// under TCG, its poll loop waiting meanwhile.
+    /// The thread that rang the doorbell: the first packets only.  The
+    /// posting thread pays for what it sends (and, over a local link, for
+    /// the receiver's processing, which runs in its softirq): four batches
+    /// of 16 made a post of 64 KiB cost 5 to 10 ms under TCG, its poll loop
+    /// waiting meanwhile.
     Doorbell,
 }
 
@@ -43,7 +42,7 @@ impl Qp {
     pub(crate) fn pump(&self, by: Pumper) {
         match self.transport {
             Transport::Roce => self.roce_pump(by),
-            Transport::Iwarp => self.iwarp_pump(),
+            Transport::Iwarp => self.iwarp_pump(by),
         }
     }
 

@@ -23,7 +23,7 @@ impl Qp {
         // Connected: the stream's sender takes it.
         if self.inner.lock().iw.is_some() {
             if here {
-                self.iwarp_pump();
+                self.iwarp_pump(crate::transport::Pumper::Doorbell);
             } else {
                 self.schedule();
             }

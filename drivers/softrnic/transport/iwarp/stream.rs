@@ -33,12 +33,16 @@ use crate::iwarp::outbound::{Outcome, Slot, Source};
 use crate::iwarp::rx::Receiver;
 use crate::qp_state::QpState;
 use crate::roce::responder::{Access, RecvDone};
+use crate::transport::Pumper;
 use crate::transport_rules::MsgOp;
 use crate::verbs::qp::{After, Qp, QpInner};
 use crate::verbs::srq::Taken;
 
 /// FPDU bytes built ahead of the socket at most.
 const TX_AHEAD: usize = 64 * 1024;
+/// What a doorbell's pump builds in the posting thread before it hands the
+/// rest to the work item (see `Pumper::Doorbell`): a small message whole.
+const DOORBELL_AHEAD: usize = 4 * 1024;
 
 /// One QP's stream.
 pub(crate) struct Stream {
@@ -431,6 +435,8 @@ struct OutIo<'a> {
     answers: &'a mut KVec<Answer>,
     inb: &'a mut InboundState,
     tx: &'a mut KVec<u8>,
+    /// Bytes `tx` may hold before the socket takes them.
+    ahead: usize,
     crc: bool,
     /// FPDUs built.
     fpdus: u64,
@@ -514,7 +520,7 @@ impl OutboundIo for OutIo<'_> {
         let n =
             build_header(&mut hdr, &seg.hdr, seg.len as usize).map_err(|_| EmitFail::BadMemory)?;
         let len = seg.len as usize;
-        if !self.tx.is_empty() && self.tx.len() + n + len + 8 > TX_AHEAD {
+        if !self.tx.is_empty() && self.tx.len() + n + len + 8 > self.ahead {
             return Err(EmitFail::Full);
         }
         let start = self.tx.len();
@@ -718,8 +724,9 @@ impl Qp {
 
     /// Build FPDUs and hand them to the socket; after a fault, the
     /// TERMINATE and then the close.  From the work item, or from the
-    /// thread that rang the doorbell (as siw does); one context at a time.
-    pub(crate) fn iwarp_pump(&self) {
+    /// thread that rang the doorbell (as siw does: its first FPDUs, then
+    /// the work item goes on); one context at a time.
+    pub(crate) fn iwarp_pump(&self, by: Pumper) {
         {
             let mut s = self.inner.lock();
             let Some(st) = s.iw.as_deref_mut() else {
@@ -740,8 +747,15 @@ impl Qp {
                 }
                 s.sq.producer()
             };
-            self.iwarp_send();
+            let cut = self.iwarp_send(by);
             let mut s = self.inner.lock();
+            if cut {
+                if let Some(st) = s.iw.as_deref_mut() {
+                    st.pumping = false;
+                }
+                self.queue_work(s.eng.dying);
+                return;
+            }
             let more = self.iwarp_settle(&s, seen);
             let Some(st) = s.iw.as_deref_mut() else {
                 return;
@@ -773,16 +787,25 @@ impl Qp {
         rts && s.sq.producer() != seen
     }
 
-    /// `iwarp_pump`'s work, by the one context that pumps.
-    fn iwarp_send(&self) {
+    /// `iwarp_pump`'s work, by the one context that pumps.  True: a
+    /// doorbell's pump stopped with more to build (for the work item).
+    fn iwarp_send(&self, by: Pumper) -> bool {
         let dev = self.dev();
+        let ahead = if by == Pumper::Doorbell {
+            DOORBELL_AHEAD
+        } else {
+            TX_AHEAD
+        };
+        let mut built = false;
         loop {
             // Hand over what is built.
             let (tcp, cep, mut buf, mut off) = {
                 let mut s = self.inner.lock();
-                let Some(st) = s.iw.as_mut() else { return };
+                let Some(st) = s.iw.as_mut() else {
+                    return false;
+                };
                 if st.broken {
-                    return;
+                    return false;
                 }
                 (
                     st.tcp.clone(),
@@ -809,7 +832,7 @@ impl Qp {
                         if !failed {
                             cep.drain_more(buf.get(off..).unwrap_or(&[]));
                         }
-                        return;
+                        return false;
                     };
                     if off < buf.len() || failed {
                         // The socket is full (its write-space callback
@@ -863,6 +886,7 @@ impl Qp {
                                 answers: &mut st.answers,
                                 inb: &mut st.inb,
                                 tx: &mut st.tx,
+                                ahead,
                                 crc: st.crc,
                                 fpdus: 0,
                             };
@@ -890,11 +914,19 @@ impl Qp {
             };
             self.after(after);
             match step {
+                // A doorbell hands over what its first build made (a small
+                // message whole); the work item builds the rest.
+                Step::Again if by == Pumper::Doorbell => {
+                    if built {
+                        return true;
+                    }
+                    built = true;
+                }
                 Step::Again => {}
-                Step::Wait => return,
+                Step::Wait => return false,
                 Step::Close(abort) => {
                     self.iwarp_end(abort);
-                    return;
+                    return false;
                 }
             }
         }

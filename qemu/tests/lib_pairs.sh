@@ -65,6 +65,15 @@ finish() {
     [ "$SRV_RC" = 0 ] || fail "$(ended server "$SRV_RC" /tmp/srv.out)"
 }
 
+# tcp_mark: remember both namespaces' TCP counters; tcp_grew NS NAME: how
+# much NAME (as nstat names it) grew in NS since.
+tcp_mark() {
+    for _ns in $NS_A $NS_B; do NSTAT_HISTORY=/tmp/nstat.$_ns ip netns exec $_ns nstat -n; done
+}
+tcp_grew() {
+    NSTAT_HISTORY=/tmp/nstat.$1 ip netns exec $1 nstat -s -z $2 | awk -v n=$2 '$1 == n { v = $2 } END { print v + 0 }'
+}
+
 # completed: both ends printed "data transfers complete" (the rdma_cm
 # examples print "test complete" and may exit 0 after an error event).
 completed() {

@@ -163,9 +163,19 @@ bw_test() {
 # rdma_cm, as the bench connects, not over perftest's own exchange).  The
 # count, not the figure: perftest prints 0.00 MiB/s whenever its CPU clock
 # calibration fails.
+# With rxe as the responder (the server), the QPs get a local ACK timeout
+# of 4.3 s (-u 20), as on the debug kernel (perftest): under TCG rxe
+# answers a window of four QPs of 64 KiB writes more slowly than
+# perftest's 67 ms, and softrnic's requester, after retry_cnt timeouts in
+# a row, ends in IBV_WC_RETRY_EXC_ERR, as the spec says it must (rxe's own
+# requester retries forever).  Seen in 8 runs of 10 before softrnic's
+# requester halved its window on each timeout, 1 in 10 after (rxe_sr,
+# rxe's counters: duplicate_request in the thousands); sr:sr passed 10 of
+# 10.  (A setting, not an allowance: no ending is excused.)
 qp4_test() {
     prog=$1 port=$2; shift 2
     secs=$((4 * SLOW))
+    [ "$TYPE_A" = rxe ] && [ "$SLOW" = 1 ] && set -- -u 20 "$@"
     bind=$SRV_BIND; SRV_BIND=$IP_A
     perftest $prog $port -R -q 4 -s 65536 -D $secs "$@"
     SRV_BIND=$bind

@@ -22,8 +22,7 @@ QUICK=; [ "${2:-}" = quick ] && QUICK=1
 IMPLS=${BENCH_IMPLS:-rxe siw sr sw}
 SIZES="64 1024 4096 65536 1048576"
 LAT_SIZES="8 4096"
-# perftest measures a -D run between margins of D/4 whole seconds at each
-# end: under 4 s the margin is 0 and the window breaks (0 MiB/s on siw).
+# (Not under 4 s: see lib_pairs.sh, `measured_window`.)
 SECS=4
 MANY_QPS="1024 4096"
 [ -n "$QUICK" ] && SIZES=65536 LAT_SIZES=8 MANY_QPS=64
@@ -72,31 +71,21 @@ out() { echo "FIGURE $*"; }
 # server bound to its address); the client's results table in /tmp/cli.out.
 pt() {
     prog=$1; shift
-    server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R "$@"
-    ready "cm_listening $PORT"
-    client $prog -d $DEV_B -p $PORT -F -R "$@" $IP_A
-    finish
+    perftest $prog $PORT -R "$@"
 }
 
 # bw PROGRAM SIZE QPS [ARGS...]: bandwidth (MiB/s) and message rate (kpps)
 # of a perftest bandwidth program run for SECS seconds, from the messages
-# it completed in its measured window (SECS less a margin of SECS/4 whole
-# seconds at each end, timed by its alarm).  Not its "BW average": perftest
-# converts cycles to time with a CPU clock it calibrates after the run, by
-# a regression that fails (r^2 < 0.9) when the VM is still busy, and then
-# prints 0.00 whatever it measured (seen for rxe, siw and softrnic alike:
-# "Correlation coefficient r^2: 0.83 < 0.9", 470 iterations, 0.00 MiB/s).
+# it completed in its measured window (lib_pairs.sh: `completed_in_window`,
+# `measured_window`), not from its BW average.
 bw() {
     prog=$1 size=$2 qps=$3; shift 3
     pt $prog -s $size -q $qps -D $SECS "$@"
-    line=$(awk 'index($0, "BW average") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print $2, $4; exit }' /tmp/cli.out)
-    [ -n "$line" ] || fail "no BW average in the client's output"
-    set -- $line
-    [ "$1" -gt 0 ] 2>/dev/null || fail "no message completed in the measured window ($1 iterations)"
-    window=$((SECS - 2 * (SECS / 4)))
-    echo "DETAIL $1 messages in ${window} s; perftest's own BW average $2 MiB/s"
-    out bw_mibs $(awk -v n="$1" -v s="$size" -v w=$window 'BEGIN { printf "%.2f", n * s / w / 1048576 }') MiB/s
-    out msg_rate $(awk -v n="$1" -v w=$window 'BEGIN { printf "%.4f", n / w / 1000 }') kpps
+    completed_in_window
+    window=$(measured_window $SECS)
+    echo "DETAIL $DONE messages in ${window} s; perftest's own BW average $(column 'BW average' 4) MiB/s"
+    out bw_mibs $(awk -v n="$DONE" -v s="$size" -v w=$window 'BEGIN { printf "%.2f", n * s / w / 1048576 }') MiB/s
+    out msg_rate $(awk -v n="$DONE" -v w=$window 'BEGIN { printf "%.4f", n / w / 1000 }') kpps
 }
 
 # lat PROGRAM SIZE: median (perftest's t_typical) and 99th percentile.
@@ -153,6 +142,7 @@ syscalls() {
     for n in $n1 $n2; do
         echo "!$trig" > $ev/trigger 2>/dev/null
         echo "$trig" > $ev/trigger || fail "cannot set a hist trigger"
+        # (The client runs as benchcli: only its calls are counted.)
         server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s $size -n $n "$@"
         ready "cm_listening $PORT"
         client /tmp/benchcli -d $DEV_B -p $PORT -F -R -s $size -n $n "$@" $IP_A

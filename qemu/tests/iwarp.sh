@@ -24,7 +24,7 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
+    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
@@ -104,15 +104,52 @@ t_rdma_server() {
 # SENDs): 100 transfers of 16 KiB each way, verified, over rstream's
 # blocking calls and riostream's riowrite (RDMA WRITEs into a mapped
 # buffer).
-rsocket_test() { # PROGRAM PORT
+#
+# A siw server can lose its last bytes at the close.  rclose waits until
+# its sends have completed (on iWARP: handed to TCP), then destroys its id,
+# and siw closes the socket.  When the client's receive window is shut just
+# then (under TCG the receiver lags), the server's last data and its FIN
+# still wait in that socket; the client's next message (a credit update)
+# then reaches a closed socket, TCP resets the connection (the server's
+# namespace counts TcpExtTCPAbortOnData) and drops what was still queued,
+# and the client waits for data that never left.  siw:siw ends the same way
+# (server done, client waiting, connection reset: testing.md has the
+# rates).  Such a run is repeated once, named as such, with that evidence:
+# the server finished every transfer and exited 0, its namespace counted
+# the reset on data after its close, the client's namespace a reset of an
+# established connection, and the client counted no CRC error and no
+# TERMINATE.  The repeat must pass.
+rsocket_test() { # PROGRAM PORT [WHY THE FIRST RUN WAS REPEATED]
+    tcp_mark
+    iw0=$(iw_faults $DEV_B)
     server $1 -b $IP_A -p $2 -S 16384 -C 100 -I 1 -T v
     ready "cm_listening $2"
     client $1 -s $IP_A -b $IP_B -p $2 -S 16384 -C 100 -I 1 -T v
+    if [ -z "$3" ] && [ $TYPE_A = siw ] && [ "$CLI_RC" = 124 ] && ! kill -0 $SRV 2>/dev/null; then
+        wait $SRV
+        SRV_RC=$?
+        echo "--- server: exit $SRV_RC"; cat /tmp/srv.out
+        echo "--- client: exit $CLI_RC"; cat /tmp/cli.out
+        ab=$(tcp_grew $NS_A TcpExtTCPAbortOnData) er=$(tcp_grew $NS_B TcpEstabResets)
+        echo "--- $NS_A TcpExtTCPAbortOnData +$ab, $NS_B TcpEstabResets +$er; client: ${iw0:-no counters} before, $(iw_faults $DEV_B) after"
+        if [ $SRV_RC = 0 ] && grep -q ' 16k  *100 ' /tmp/srv.out && [ "$ab" -gt 0 ] && [ "$er" -gt 0 ] &&
+            [ "$(iw_faults $DEV_B)" = "$iw0" ]; then
+            rsocket_test $1 $2 "server done and exited 0, then reset the connection on the client's bytes after its close ($NS_A TcpExtTCPAbortOnData +$ab, $NS_B TcpEstabResets +$er); client timed out waiting for its last data"
+            return
+        fi
+        fail "$(ended client "$CLI_RC" /tmp/cli.out)"
+    fi
     finish
     # (name bytes xfers iters total time Gb/sec usec/xfer)
     line=$(awk '$2 == "16k" && $3 == 100 { print $7 " Gb/s, " $8 " us/xfer"; exit }' /tmp/cli.out)
     [ -n "$line" ] || fail "no 16k x 100 result line in the client's output"
-    result "$line"
+    result "$line${3:+ (allowed: rerun; the first run: $3)}"
+}
+# A device's iWARP fault counters (CRC errors, TERMINATEs sent and
+# received) on one line; empty for siw, which has none.
+iw_faults() {
+    rdma statistic show link $1/1 2>/dev/null | tr -s ' \n' ' ' |
+        grep -o 'iw_crc_errors [0-9]* iw_terminates_sent [0-9]* iw_terminates_received [0-9]*'
 }
 t_rstream() { rsocket_test rstream 7410; }
 t_riostream() { rsocket_test riostream 7411; }
@@ -132,9 +169,20 @@ t_rcopy() {
     result "1 MiB copied and compared"
 }
 
-t_write_bw() { bw_test ib_write_bw 18711 -R -n $((300 / SLOW)); }
+# A softrnic client rings its doorbell (counted) while its engine is idle
+# and then transmits in the posting thread, as siw does; while the socket
+# holds back FPDUs built earlier, posts are picked up without one.  Shown
+# (not a pass condition: how often the socket fills depends on timing).
+t_write_bw() {
+    db=/sys/class/infiniband/$DEV_B/ports/1/hw_counters/doorbells
+    [ -r $db ] && d0=$(cat $db)
+    bw_test ib_write_bw 18711 -R -n $((300 / SLOW))
+    [ -r $db ] && result "$bw${unit:-MB}/s, $(($(cat $db) - d0)) doorbells for $((300 / SLOW)) writes"
+    true
+}
 t_read_bw() { bw_test ib_read_bw 18712 -R -n $((300 / SLOW)); }
 t_send_bw() { bw_test ib_send_bw 18713 -R -n $((300 / SLOW)); }
+t_write_bw_4qp() { qp4_test ib_write_bw 18719; }
 # RFC 7306 between two softrnic ends: WRITE with immediate (the receiver's
 # completion carries the immediate) and the atomics.  siw has neither, and
 # perftest refuses a device without atomics: with siw at either end these

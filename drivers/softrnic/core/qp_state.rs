@@ -53,6 +53,12 @@ impl QpState {
             _ => None,
         }
     }
+
+    /// The requester sends in this state (RTS, and SQD for the messages
+    /// already begun).
+    pub(crate) const fn sends(self) -> bool {
+        matches!(self, QpState::Rts | QpState::Sqd)
+    }
 }
 
 /// The QP types softrnic supports.

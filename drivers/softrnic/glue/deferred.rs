@@ -99,7 +99,7 @@ unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
     // SAFETY: `w` is the `work` field of a live QP: destroy shuts the work
     // down before the QP goes.
     let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
-    qp.pump(true);
+    qp.pump(crate::transport::Pumper::Work);
 }
 
 /// The QP's timer: a retransmission or RNR timeout.

@@ -741,7 +741,7 @@ pub(super) unsafe extern "C" fn create_qp(
             addr_of_mut!((*p).srq).write(NonNull::new(init.srq.cast()).map(|s| Held::new(s)));
             (*(*p).ib.as_ptr()).qp_num = qpn;
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
-            addr_of_mut!((*p).cpu).write(Qp::pick_cpu(qpn));
+            addr_of_mut!((*p).cpu).write(core::sync::atomic::AtomicU32::new(Qp::pick_cpu(qpn)));
             addr_of_mut!((*p).iw_refs).write(core::sync::atomic::AtomicU32::new(0));
             Qp::init_deferred(p);
         }
@@ -1133,6 +1133,7 @@ pub(super) unsafe extern "C" fn post_send(
             unsafe { *bad = wr };
             return EINVAL.to_errno();
         }
+        q.dev().counters().bump(crate::engine::Counter::Doorbells);
         q.flush_if_error();
         q.doorbell(true);
         return 0;

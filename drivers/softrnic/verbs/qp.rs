@@ -70,8 +70,10 @@ pub(crate) struct Qp {
     /// (retransmission, RNR); set up by glue when it creates the QP.
     pub(crate) work: crate::glue::deferred::Work,
     pub(crate) timer: crate::glue::deferred::Timer,
-    /// The CPU the QP's packets are sent from.
-    pub(crate) cpu: u32,
+    /// The CPU the QP's packets are sent from (its home): first chosen by
+    /// QP number, then the CPU that posts or receives while nothing is in
+    /// flight (`Qp::kick`).
+    pub(crate) cpu: core::sync::atomic::AtomicU32,
     /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
     /// are gone, as iw_cm may still move the QP to ERR until then.
     pub(crate) iw_refs: core::sync::atomic::AtomicU32,
@@ -306,6 +308,11 @@ impl Qp {
     pub(crate) fn enter(&self, s: &mut QpInner, next: QpState, after: &mut After) {
         let cur = s.state;
         s.state = next;
+        if !next.sends() {
+            // No pump sends in this state: the provider must ring after a
+            // post (an ERR QP flushes it), see `Qp::settle`.
+            s.sq.set_kernel_flags(abi::QUEUE_ENGINE_IDLE);
+        }
         match next {
             QpState::Rtr if cur == QpState::Init => s.eng.resp.restart(s.attrs.rq_psn),
             QpState::Rts if cur == QpState::Rtr => {

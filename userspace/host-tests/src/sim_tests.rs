@@ -234,6 +234,49 @@ mod statuses {
     }
 
     #[test]
+    fn ack_timeouts_halve_the_window_to_its_floor_and_acks_widen_it_again() {
+        use crate::roce::requester::{MIN_WINDOW, WINDOW};
+        let mut a = Endpoint::new(0x11, 0x22, attrs(7, 7), 1 << 20, 8);
+        let mut b = Endpoint::new(0x22, 0x11, attrs(7, 7), 1 << 20, 8);
+        // Eight SENDs of 64 packets each: 512 packets, twice the window.
+        for i in 0..8u64 {
+            a.post_send(Wqe {
+                len: 16384,
+                laddr: i * 16384,
+                ..wqe(MsgOp::Send, 0, 0)
+            });
+            b.d.rq.push_back(Recv {
+                wr_id: i,
+                addr: i * 16384,
+                len: 16384,
+            });
+        }
+        // No ACK comes back: each timeout resends half as much as the try
+        // before, down to the floor.
+        let mut sent = Vec::new();
+        for _ in 0..5 {
+            let mut n = 0;
+            while {
+                let more = a.pump();
+                n += a.d.outbox.len() as u32;
+                more
+            } {}
+            sent.push(n);
+            a.d.now = a.d.timer.expect("the ACK timer runs");
+            a.fire_timer();
+        }
+        assert_eq!(
+            sent,
+            [WINDOW, WINDOW / 2, WINDOW / 4, MIN_WINDOW, MIN_WINDOW]
+        );
+        // ACKs again: everything completes, and the window is whole again.
+        exchange(&mut a, &mut b, false, 8);
+        assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS));
+        assert_eq!(b.d.recv_cq.len(), 8);
+        assert_eq!(a.req.cwnd, WINDOW);
+    }
+
+    #[test]
     fn no_receive_completes_rnr_retry_exc_err_after_rnr_retry_naks() {
         let (mut a, mut b) = pair(7, 2);
         a.post_send(wqe(MsgOp::Send, 0, 0));

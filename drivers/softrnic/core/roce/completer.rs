@@ -8,7 +8,7 @@
 
 use core::ops::DerefMut;
 
-use super::requester::{Requester, RequesterIo, RequesterParams, Track};
+use super::requester::{Requester, RequesterIo, RequesterParams, Track, MIN_WINDOW, WINDOW};
 use super::{wc, Count, Outcome};
 use crate::psn::{self, Psn};
 use crate::roce_wire::{self, NakCode, Opcode, Packet, Syndrome};
@@ -106,8 +106,10 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 }
             }
         }
-        if psn::diff(next, self.una) > 0 {
+        let advanced = psn::diff(next, self.una);
+        if advanced > 0 {
             self.una = next;
+            self.widen(advanced as u32);
             progress = true;
         }
         if progress {
@@ -359,10 +361,21 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         }
     }
 
+    /// Progress by `psns` PSNs: the window widens by as much (as TCP's
+    /// slow start: it doubles each round trip back to `WINDOW`).
+    fn widen(&mut self, psns: u32) {
+        self.cwnd = self.cwnd.saturating_add(psns).min(WINDOW);
+    }
+
     /// A READ or atomic got its whole answer.
     fn finish_rd(&mut self, prm: &RequesterParams, io: &mut impl RequesterIo<W>, t: &Track<W>) {
         self.rd_inflight = self.rd_inflight.saturating_sub(1);
-        self.una = t.last_psn().next();
+        let next = t.last_psn().next();
+        let advanced = psn::diff(next, self.una);
+        if advanced > 0 {
+            self.widen(advanced as u32);
+        }
+        self.una = next;
         if self.next_wqe == self.head {
             // Rewound onto this WQE meanwhile: it is done, move on.
             self.next_wqe = self.next_wqe.wrapping_add(1);
@@ -383,6 +396,8 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             self.rnr_wait = false;
         } else if self.outstanding() {
             io.count(Count::AckTimeout);
+            // The responder is slow or the link lossy: resend less.
+            self.cwnd = (self.cwnd / 2).max(MIN_WINDOW);
             if self.spend_retry(io, &mut out) {
                 let una = self.una;
                 self.go_back(io, una);

@@ -13,10 +13,15 @@ use crate::psn::{self, Psn};
 use crate::roce_wire::{AtomicEth, Bth, Deth, Ext, Headers, Ieth, ImmDt, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
 
-/// RC packets in flight beyond the oldest unacknowledged one.
-pub(crate) const WINDOW: u32 = 256;
+/// RC packets in flight beyond the oldest unacknowledged one, at most (as
+/// rxe; 256 let four QPs of 64 KiB writes bury rxe's responder under TCG).
+pub(crate) const WINDOW: u32 = 128;
 /// An RC request asks for an ACK at least this often inside long messages.
 pub(crate) const ACK_EVERY: u32 = 32;
+/// The window after ACK timeouts, at least: any `ACK_EVERY` packets in a
+/// row include one that asks for an ACK, so a window this wide always
+/// gets one back.
+pub(crate) const MIN_WINDOW: u32 = ACK_EVERY;
 
 /// What the requester knows of one send WQE; `W` is the caller's copy of
 /// the WQE (what it needs to build packets and completions).
@@ -209,6 +214,14 @@ pub(crate) struct Requester<W, S> {
     pub(crate) una: Psn,
     /// READ and atomic WQEs sent and not completed.
     pub(crate) rd_inflight: u32,
+    /// The window in use (`MIN_WINDOW..=WINDOW`): halved by each ACK
+    /// timeout, widened by the PSNs each ACK acknowledges.  A software
+    /// responder that falls behind (rxe under TCG, 4 QPs of 64 KiB writes)
+    /// stops answering within the timeout; a go-back-N resend of the full
+    /// window per QP then buried it in duplicates (rxe ACKs every duplicate
+    /// SEND or WRITE packet), no ACK made progress for retry_cnt timeouts,
+    /// and the requester failed with RETRY_EXC_ERR on a working link.
+    pub(crate) cwnd: u32,
     pub(crate) retry_left: u8,
     pub(crate) rnr_left: u8,
     /// Waiting out an RNR NAK's timer before retransmitting.
@@ -247,6 +260,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             next_psn: Psn::new(0),
             una: Psn::new(0),
             rd_inflight: 0,
+            cwnd: WINDOW,
             retry_left: 0,
             rnr_left: 0,
             rnr_wait: false,
@@ -268,6 +282,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         self.next_psn = Psn::new(sq_psn);
         self.una = Psn::new(sq_psn);
         self.rd_inflight = 0;
+        self.cwnd = WINDOW;
         self.retry_left = retry;
         self.rnr_left = rnr;
         self.rnr_wait = false;
@@ -422,7 +437,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             }
             let pkt = self.wqe_pkt;
             let psn = Psn::new(t.first_psn).offset(pkt as i32);
-            if p.svc == Service::Rc && psn::diff(psn, self.una) >= WINDOW as i32 {
+            if p.svc == Service::Rc && psn::diff(psn, self.una) >= self.cwnd as i32 {
                 break;
             }
             let Some(opcode) = rules::request_opcode(p.svc, op, pkt, t.npkts) else {

@@ -16,10 +16,17 @@ use crate::verbs::local_ops;
 use crate::verbs::qp::{After, Qp, QpInner};
 
 impl Qp {
-    pub(crate) fn iwarp_doorbell(&self) {
-        // Connected: the stream's sender (the work item) takes it.
+    /// New work (`here`: a user's doorbell, a system call the thread pays
+    /// for anyway: send from it, as siw does, rather than wake the work
+    /// item).
+    pub(crate) fn iwarp_doorbell(&self, here: bool) {
+        // Connected: the stream's sender takes it.
         if self.inner.lock().iw.is_some() {
-            self.schedule();
+            if here {
+                self.iwarp_pump(crate::transport::Pumper::Doorbell);
+            } else {
+                self.schedule();
+            }
             return;
         }
         let dev = self.dev();

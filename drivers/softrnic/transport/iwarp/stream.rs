@@ -33,12 +33,16 @@ use crate::iwarp::outbound::{Outcome, Slot, Source};
 use crate::iwarp::rx::Receiver;
 use crate::qp_state::QpState;
 use crate::roce::responder::{Access, RecvDone};
+use crate::transport::Pumper;
 use crate::transport_rules::MsgOp;
 use crate::verbs::qp::{After, Qp, QpInner};
 use crate::verbs::srq::Taken;
 
 /// FPDU bytes built ahead of the socket at most.
 const TX_AHEAD: usize = 64 * 1024;
+/// What a doorbell's pump builds in the posting thread before it hands the
+/// rest to the work item (see `Pumper::Doorbell`): a small message whole.
+const DOORBELL_AHEAD: usize = 4 * 1024;
 
 /// One QP's stream.
 pub(crate) struct Stream {
@@ -75,6 +79,10 @@ pub(crate) struct Stream {
     hold: bool,
     /// Peer-to-peer initiator: the RTR goes first, once the hold is over.
     rtr_owed: bool,
+    /// A context is handing FPDUs to the socket (one at a time, so the
+    /// stream's bytes stay in order), and whether more came meanwhile.
+    pumping: bool,
+    again: bool,
 }
 
 impl Stream {
@@ -161,6 +169,8 @@ impl Stream {
                 term_sent: false,
                 hold,
                 rtr_owed,
+                pumping: false,
+                again: false,
                 tcp,
             },
             GFP_ATOMIC,
@@ -425,6 +435,8 @@ struct OutIo<'a> {
     answers: &'a mut KVec<Answer>,
     inb: &'a mut InboundState,
     tx: &'a mut KVec<u8>,
+    /// Bytes `tx` may hold before the socket takes them.
+    ahead: usize,
     crc: bool,
     /// FPDUs built.
     fpdus: u64,
@@ -508,7 +520,7 @@ impl OutboundIo for OutIo<'_> {
         let n =
             build_header(&mut hdr, &seg.hdr, seg.len as usize).map_err(|_| EmitFail::BadMemory)?;
         let len = seg.len as usize;
-        if !self.tx.is_empty() && self.tx.len() + n + len + 8 > TX_AHEAD {
+        if !self.tx.is_empty() && self.tx.len() + n + len + 8 > self.ahead {
             return Err(EmitFail::Full);
         }
         let start = self.tx.len();
@@ -710,17 +722,90 @@ impl Qp {
         }
     }
 
-    /// The QP's work item: build FPDUs and hand them to the socket; after
-    /// a fault, the TERMINATE and then the close.
-    pub(crate) fn iwarp_pump(&self) {
+    /// Build FPDUs and hand them to the socket; after a fault, the
+    /// TERMINATE and then the close.  From the work item, or from the
+    /// thread that rang the doorbell (as siw does: its first FPDUs, then
+    /// the work item goes on); one context at a time.
+    pub(crate) fn iwarp_pump(&self, by: Pumper) {
+        {
+            let mut s = self.inner.lock();
+            let Some(st) = s.iw.as_deref_mut() else {
+                return;
+            };
+            if st.pumping {
+                st.again = true;
+                return;
+            }
+            st.pumping = true;
+        }
+        loop {
+            let seen = {
+                let s = self.inner.lock();
+                if s.state == QpState::Rts {
+                    // Posts meanwhile need no doorbell: this pump looks.
+                    s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                }
+                s.sq.producer()
+            };
+            let cut = self.iwarp_send(by);
+            let mut s = self.inner.lock();
+            if cut {
+                if let Some(st) = s.iw.as_deref_mut() {
+                    st.pumping = false;
+                }
+                self.queue_work(s.eng.dying);
+                return;
+            }
+            let more = self.iwarp_settle(&s, seen);
+            let Some(st) = s.iw.as_deref_mut() else {
+                return;
+            };
+            if (st.again || more) && !st.broken {
+                st.again = false;
+                continue;
+            }
+            st.pumping = false;
+            return;
+        }
+    }
+
+    /// The pump stopped.  While the socket holds back FPDUs already built
+    /// (its write-space callback pumps again) or the stream holds its first
+    /// one (the timer does), that pump finds whatever is posted meanwhile:
+    /// the provider need not ring.  Otherwise set `QUEUE_ENGINE_IDLE` and
+    /// look at the producer once more (as `Qp::settle` for RoCE); returns
+    /// whether WQEs came after `seen`.
+    fn iwarp_settle(&self, s: &QpInner, seen: u32) -> bool {
+        let rts = s.state == QpState::Rts;
+        if let Some(st) = s.iw.as_deref() {
+            if rts && !st.broken && (st.tx_off < st.tx.len() || st.hold) {
+                return false;
+            }
+        }
+        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        rts && s.sq.producer() != seen
+    }
+
+    /// `iwarp_pump`'s work, by the one context that pumps.  True: a
+    /// doorbell's pump stopped with more to build (for the work item).
+    fn iwarp_send(&self, by: Pumper) -> bool {
         let dev = self.dev();
+        let ahead = if by == Pumper::Doorbell {
+            DOORBELL_AHEAD
+        } else {
+            TX_AHEAD
+        };
+        let mut built = false;
         loop {
             // Hand over what is built.
             let (tcp, cep, mut buf, mut off) = {
                 let mut s = self.inner.lock();
-                let Some(st) = s.iw.as_mut() else { return };
+                let Some(st) = s.iw.as_mut() else {
+                    return false;
+                };
                 if st.broken {
-                    return;
+                    return false;
                 }
                 (
                     st.tcp.clone(),
@@ -747,7 +832,7 @@ impl Qp {
                         if !failed {
                             cep.drain_more(buf.get(off..).unwrap_or(&[]));
                         }
-                        return;
+                        return false;
                     };
                     if off < buf.len() || failed {
                         // The socket is full (its write-space callback
@@ -801,6 +886,7 @@ impl Qp {
                                 answers: &mut st.answers,
                                 inb: &mut st.inb,
                                 tx: &mut st.tx,
+                                ahead,
                                 crc: st.crc,
                                 fpdus: 0,
                             };
@@ -828,11 +914,19 @@ impl Qp {
             };
             self.after(after);
             match step {
+                // A doorbell hands over what its first build made (a small
+                // message whole); the work item builds the rest.
+                Step::Again if by == Pumper::Doorbell => {
+                    if built {
+                        return true;
+                    }
+                    built = true;
+                }
                 Step::Again => {}
-                Step::Wait => return,
+                Step::Wait => return false,
                 Step::Close(abort) => {
                     self.iwarp_end(abort);
-                    return;
+                    return false;
                 }
             }
         }

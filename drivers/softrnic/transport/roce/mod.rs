@@ -15,20 +15,23 @@ pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod rx;
 
-use packet::Outbox;
+use packet::{Outbox, BATCH};
 
 use crate::glue::net::IpRoute;
 use crate::glue::NetDevice;
 use crate::qp_state::QpType;
+use crate::transport::Pumper;
 use crate::transport_rules::{self as rules, Service};
 use crate::verbs::ah::Av;
 use crate::verbs::qp::{After, Qp, QpInner};
 
-/// Packet batches a pump may build before handing over to the work item:
-/// a little where it was kicked (a doorbell, a received packet), much in
-/// the work item.
-const KICK_BATCHES: u32 = 4;
+/// Packets a pump may build (batches of up to `BATCH`) before it hands
+/// over to the work item: much in the work item, a little where a packet
+/// was received, the first packets of a message where a doorbell rang (an
+/// 8-byte ping-pong's whole message, a 4 KiB one's at 1024 MTU).
 const WORK_BATCHES: u32 = 64;
+const PACKET_BATCHES: u32 = 4;
+const DOORBELL_PACKETS: usize = 4;
 
 impl Qp {
     pub(crate) fn service(&self) -> Service {
@@ -75,21 +78,46 @@ impl Qp {
         s.attrs.av.as_ref().map(|av| self.ip_route(av))
     }
 
+    /// The pump has nothing left to send.  While a request awaits its ACK
+    /// or an RNR wait runs, that ACK or the QP's timer pumps again and finds
+    /// whatever is posted meanwhile: the provider need not ring.  (The ACK
+    /// is what counts: with timeout 0, infinite, no timer runs.)  Otherwise
+    /// it must: set `QUEUE_ENGINE_IDLE`, then look at the producer once
+    /// more (the provider stores its producer, then reads the flag; a full
+    /// fence on both sides means one of the two sees the other).  Returns
+    /// whether WQEs came after `seen`, the producer this pump started from:
+    /// then it goes on.
+    fn settle(&self, s: &QpInner, seen: u32) -> bool {
+        let sends = s.state.sends();
+        if sends && (s.eng.req.timer_on || s.eng.req.outstanding()) {
+            return false;
+        }
+        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
+        sends && s.sq.producer() != seen
+    }
+
     /// Build and send this QP's packets: responses first, then requests.
-    /// Runs on the QP's CPU only (see `kick`), so they leave in order.
-    /// `work`: the work item, which may work long; otherwise it does a
-    /// little and hands the rest to the work item.
-    pub(crate) fn roce_pump(&self, work: bool) {
+    /// Runs on the QP's home CPU (see `kick`; a UD QP anywhere), so they
+    /// leave in order; one context at a time.  (A work item queued before
+    /// the home moved still runs where it was queued: the workqueue keeps a
+    /// running item on its CPU, so requeueing it cannot move it.)  `by`
+    /// sets how much it sends before it hands the rest to the work item.
+    pub(crate) fn roce_pump(&self, by: Pumper) {
         let dev = self.dev();
         let Some(ndev) = dev.port_netdev() else {
             return;
         };
-        let budget = if work { WORK_BATCHES } else { KICK_BATCHES };
+        let (budget, room) = match by {
+            Pumper::Work => (WORK_BATCHES, BATCH),
+            Pumper::Packet => (PACKET_BATCHES, BATCH),
+            Pumper::Doorbell => (1, DOORBELL_PACKETS),
+        };
         let mut first = true;
         for batch in 1.. {
-            let mut out = Outbox::new();
+            let mut out = Outbox::new(room);
             let mut after = After::default();
-            {
+            let seen = {
                 let mut s = self.inner.lock();
                 if first {
                     if s.eng.pumping {
@@ -100,14 +128,25 @@ impl Qp {
                     first = false;
                 }
                 s.eng.again = false;
+                // This pump looks at the send queue before it ends: posts
+                // meanwhile need no doorbell.
+                if s.state.sends() {
+                    s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                }
+                let seen = s.sq.producer();
                 self.emit_responses(&mut s, &dev, &ndev, &mut out);
                 self.emit_requests(&mut s, &dev, &ndev, &mut out, &mut after);
-            }
+                seen
+            };
             let full = out.is_full();
             self.after(after);
             out.send(&dev, &ndev);
             let mut s = self.inner.lock();
-            if !(full || s.eng.again) || s.eng.dying {
+            if s.eng.dying {
+                s.eng.pumping = false;
+                return;
+            }
+            if !(full || s.eng.again || self.settle(&s, seen)) {
                 s.eng.pumping = false;
                 return;
             }

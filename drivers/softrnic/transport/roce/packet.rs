@@ -41,18 +41,22 @@ pub(crate) const BATCH: usize = 16;
 pub(crate) struct Outbox {
     pkts: [Option<(Skb, IpRoute)>; BATCH],
     n: usize,
+    /// Packets this outbox takes (at most `BATCH`).
+    room: usize,
 }
 
 impl Outbox {
-    pub(crate) fn new() -> Outbox {
+    /// An outbox for `room` packets (at most `BATCH`).
+    pub(crate) fn new(room: usize) -> Outbox {
         Outbox {
             pkts: [const { None }; BATCH],
             n: 0,
+            room: core::cmp::min(room, BATCH),
         }
     }
 
     pub(crate) fn is_full(&self) -> bool {
-        self.n == BATCH
+        self.n >= self.room
     }
 
     /// Build a packet with `hdr` (PadCnt is set here) and `payload_len`

@@ -149,5 +149,5 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         }
     }
     qp.after(after);
-    qp.kick();
+    qp.kick(crate::transport::Pumper::Packet);
 }

@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 use crate::icrc;
 use crate::psn::{self, Psn};
 use crate::roce::requester::{
-    Prepared, RequestPacket, Requester, RequesterIo, RequesterParams, Track, WqeFields, WINDOW,
+    Prepared, RequestPacket, Requester, RequesterIo, RequesterParams, Track, WqeFields, MIN_WINDOW,
+    WINDOW,
 };
 use crate::roce::responder::{Access, RecvDone, Responder, ResponderIo, ResponderParams, Response};
 use crate::roce::{wc, Count, Outcome, SendFail};
@@ -226,10 +227,15 @@ impl Endpoint {
             let o = self.req.emit(&qp, &mut self.d);
             self.after(o);
         }
-        // The window: no request PSN at or past una + WINDOW.
+        // The window: no request PSN at or past una + the window in use
+        // (never wider than WINDOW).
         if self.d.attrs.svc == Service::Rc {
+            if !(MIN_WINDOW..=WINDOW).contains(&self.req.cwnd) {
+                let m = format!("window {} outside {MIN_WINDOW}..={WINDOW}", self.req.cwnd);
+                self.d.faults.push(m);
+            }
             for p in &self.d.sent_psns {
-                if psn::diff(*p, self.req.una) >= WINDOW as i32 {
+                if psn::diff(*p, self.req.una) >= self.req.cwnd as i32 {
                     let m = format!("PSN {:#x} sent with una {:#x}", p.get(), self.req.una.get());
                     self.d.faults.push(m);
                 }

@@ -172,10 +172,14 @@ bw_test() {
 # requester halved its window on each timeout, 1 in 10 after (rxe_sr,
 # rxe's counters: duplicate_request in the thousands); sr:sr passed 10 of
 # 10.  (A setting, not an allowance: no ending is excused.)
+# On the debug kernel it is skipped: there rxe:rxe, the reference, also
+# completed no message in its window (0 iterations; on its second run the
+# client outlived the 80 s timeout), as sr:sr did (session 30).
 qp4_test() {
     prog=$1 port=$2; shift 2
-    secs=$((4 * SLOW))
-    [ "$TYPE_A" = rxe ] && [ "$SLOW" = 1 ] && set -- -u 20 "$@"
+    [ "$SLOW" -gt 1 ] && skip "on the debug kernel rxe:rxe too completes no message in the window"
+    secs=4
+    [ "$TYPE_A" = rxe ] && set -- -u 20 "$@"
     bind=$SRV_BIND; SRV_BIND=$IP_A
     perftest $prog $port -R -q 4 -s 65536 -D $secs "$@"
     SRV_BIND=$bind

@@ -106,10 +106,8 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 }
             }
         }
-        let advanced = psn::diff(next, self.una);
-        if advanced > 0 {
-            self.una = next;
-            self.widen(advanced as u32);
+        if psn::diff(next, self.una) > 0 {
+            self.move_una(next);
             progress = true;
         }
         if progress {
@@ -361,21 +359,21 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         }
     }
 
-    /// Progress by `psns` PSNs: the window widens by as much (as TCP's
-    /// slow start: it doubles each round trip back to `WINDOW`).
-    fn widen(&mut self, psns: u32) {
-        self.cwnd = self.cwnd.saturating_add(psns).min(WINDOW);
+    /// The oldest unacknowledged PSN is now `next`: the window widens by
+    /// the PSNs that acknowledges (as TCP's slow start: it doubles each
+    /// round trip back to `WINDOW`).
+    fn move_una(&mut self, next: Psn) {
+        let acked = psn::diff(next, self.una);
+        if acked > 0 {
+            self.cwnd = self.cwnd.saturating_add(acked as u32).min(WINDOW);
+        }
+        self.una = next;
     }
 
     /// A READ or atomic got its whole answer.
     fn finish_rd(&mut self, prm: &RequesterParams, io: &mut impl RequesterIo<W>, t: &Track<W>) {
         self.rd_inflight = self.rd_inflight.saturating_sub(1);
-        let next = t.last_psn().next();
-        let advanced = psn::diff(next, self.una);
-        if advanced > 0 {
-            self.widen(advanced as u32);
-        }
-        self.una = next;
+        self.move_una(t.last_psn().next());
         if self.next_wqe == self.head {
             // Rewound onto this WQE meanwhile: it is done, move on.
             self.next_wqe = self.next_wqe.wrapping_add(1);

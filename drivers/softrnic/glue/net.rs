@@ -114,14 +114,21 @@ impl Skb {
         }
     }
 
-    /// Route it and put the UDP and IP headers in front; then write the
-    /// ICRC with `icrc` over the packet from the IP header on.
+    /// Route it (through `cache`: the route of the previous packet to the
+    /// same place, or a lookup kept there for the next) and put the UDP and
+    /// IP headers in front; then write the ICRC with `icrc` over the packet
+    /// from the IP header on.
     pub(crate) fn finish(
         &mut self,
         ndev: &NetDevice,
         r: &IpRoute,
+        cache: &mut RouteCache,
         icrc: impl FnOnce(&mut [u8]),
     ) -> Result {
+        if cache.route != *r {
+            cache.release();
+            cache.route = *r;
+        }
         let mut len = 0u32;
         let mut err = 0;
         // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
@@ -136,6 +143,7 @@ impl Skb {
                 r.tclass,
                 r.ttl,
                 r.flow_label,
+                &mut cache.dst,
                 &mut len,
                 &mut err,
             )
@@ -214,6 +222,37 @@ impl Skb {
         // SAFETY: a received skb; `mac` has room for 6 bytes.
         unsafe { b::softrnic_skb_smac(self.0.as_ptr(), mac.as_mut_ptr()) };
         mac
+    }
+}
+
+/// The route the last packets went by, kept while packets to the same
+/// place follow (an outbox's batch looks its route up once).
+pub(crate) struct RouteCache {
+    dst: *mut b::dst_entry,
+    route: IpRoute,
+}
+
+impl RouteCache {
+    pub(crate) fn new() -> RouteCache {
+        RouteCache {
+            dst: core::ptr::null_mut(),
+            route: IpRoute::default(),
+        }
+    }
+
+    fn release(&mut self) {
+        if !self.dst.is_null() {
+            // SAFETY: a route push_headers left here with a reference of
+            // its own, released once.
+            unsafe { b::softrnic_dst_release(self.dst) };
+            self.dst = core::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for RouteCache {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -432,12 +432,16 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
 /*
  * Route the packet from `saddr` to `daddr` (IPv4: the last 4 bytes of the
  * 16-byte addresses) out of `ndev` and put the UDP and IP headers in front of
- * it.  Returns the IP header and the packet's length from there, for the
- * ICRC, or NULL with *err set (no route).
+ * it.  *route, when set, is the route of the caller's previous packet to
+ * the same place and is used again; when NULL, the route looked up is left
+ * there with a reference of its own (softrnic_dst_release), so a batch of
+ * packets looks its route up once.  Returns the IP header and the packet's
+ * length from there, for the ICRC, or NULL with *err set (no route).
  */
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err)
+			      u8 tclass, u8 ttl, u32 flow_label,
+			      struct dst_entry **route, u32 *len, int *err)
 {
 	struct net *net = dev_net(ndev);
 	struct udphdr *uh;
@@ -459,12 +463,17 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl.daddr, daddr + 12, 4);
 		memcpy(&fl.saddr, saddr + 12, 4);
-		rt = ip_route_output_key(net, &fl);
-		if (IS_ERR(rt)) {
-			*err = PTR_ERR(rt);
-			return NULL;
+		if (*route) {
+			skb_dst_set(skb, dst_clone(*route));
+		} else {
+			rt = ip_route_output_key(net, &fl);
+			if (IS_ERR(rt)) {
+				*err = PTR_ERR(rt);
+				return NULL;
+			}
+			*route = dst_clone(&rt->dst);
+			skb_dst_set(skb, &rt->dst);
 		}
-		skb_dst_set(skb, &rt->dst);
 		iph = skb_push(skb, sizeof(*iph));
 		skb_reset_network_header(skb);
 		iph->version = 4;
@@ -491,10 +500,15 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl6.daddr, daddr, 16);
 		memcpy(&fl6.saddr, saddr, 16);
-		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-		if (IS_ERR(dst)) {
-			*err = PTR_ERR(dst);
-			return NULL;
+		if (*route) {
+			dst = dst_clone(*route);
+		} else {
+			dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+			if (IS_ERR(dst)) {
+				*err = PTR_ERR(dst);
+				return NULL;
+			}
+			*route = dst_clone(dst);
 		}
 		skb_dst_set(skb, dst);
 		ip6h = skb_push(skb, sizeof(*ip6h));
@@ -513,6 +527,12 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 	}
 	*len = skb->len;
 	return skb_network_header(skb);
+}
+
+/* Drop the caller's reference on a route push_headers left it. */
+void softrnic_dst_release(struct dst_entry *dst)
+{
+	dst_release(dst);
 }
 
 /* Send a packet built by alloc + push_headers (its ICRC written): consumed. */

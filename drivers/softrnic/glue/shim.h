@@ -160,7 +160,9 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
 				   u8 **data);
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err);
+			      u8 tclass, u8 ttl, u32 flow_label,
+			      struct dst_entry **route, u32 *len, int *err);
+void softrnic_dst_release(struct dst_entry *dst);
 int softrnic_skb_xmit(struct sk_buff *skb);
 
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);

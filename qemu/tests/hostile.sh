@@ -28,7 +28,8 @@ net_setup() {
 }
 # The tests of run_tests at the end; with transport_errors.py's checks
 # (one per check() call), the plan.
-set -- test_valid_packets_are_delivered test_truncated_is_malformed test_bad_icrc_is_counted \
+set -- test_valid_packets_are_delivered test_fragmented_packet_is_delivered \
+    test_fragmented_packet_icrc_covers_fragments test_truncated_is_malformed test_bad_icrc_is_counted \
     test_unknown_qpn_is_counted test_bogus_opcode_is_malformed test_bad_transport_version_is_malformed \
     test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
     test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
@@ -53,7 +54,8 @@ exec 3> /tmp/target.in
 wait_for 'test -s /tmp/target.state' 150 || { cat /tmp/target.out; echo "DIED hostile_setup: no target QPs"; exit 1; }
 
 inject() {  # CASE COUNT  (source address: $SRC, default the RC QP's peer)
-    ip netns exec hb python3 $T/hostile_inject.py ${SRC:-10.88.0.2} 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||
+    IFACE=hb0 DMAC=$(ip netns exec ha cat /sys/class/net/ha0/address) \
+        ip netns exec hb python3 $T/hostile_inject.py ${SRC:-10.88.0.2} 10.88.0.1 /tmp/target.state "$1" "$2" > /dev/null ||
         fail "injector failed for $1"
 }
 
@@ -67,6 +69,11 @@ expect() {
 }
 
 test_valid_packets_are_delivered() { expect good_ud rx_packets 5; }
+# A packet the network stack keeps in page fragments (its linear part
+# ending inside the BTH) is read in place: delivered whole, its ICRC
+# checked over the fragments.
+test_fragmented_packet_is_delivered() { expect good_ud_frag rx_paged 5; }
+test_fragmented_packet_icrc_covers_fragments() { expect bad_icrc_frag rx_bad_icrc 5; }
 test_truncated_is_malformed() { expect truncated rx_malformed 5; }
 test_bad_icrc_is_counted() { expect bad_icrc rx_bad_icrc 5; }
 test_unknown_qpn_is_counted() { expect unknown_qp rx_unknown_qp 5; }
@@ -88,7 +95,8 @@ test_target_qps_saw_only_valid_packets() {
     echo done >&3
     wait $TARGET
     cat /tmp/target.out
-    grep -q '^ud_recv 5$' /tmp/target.out || fail "UD QP: $(grep ud_recv /tmp/target.out), expected 5"
+    grep -q '^ud_recv 10$' /tmp/target.out || fail "UD QP: $(grep ud_recv /tmp/target.out), expected 10"
+    grep -q '^ud_bad_data 0$' /tmp/target.out || fail "UD QP: $(grep ud_bad_data /tmp/target.out)"
     grep -q '^rc_completions 0$' /tmp/target.out || fail "RC QP completed something"
     grep -q '^other \[\]$' /tmp/target.out || fail "completions for other QPs"
     # RTS (3): nothing it was sent was an error of the protocol.

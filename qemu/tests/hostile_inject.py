@@ -20,6 +20,11 @@ hostile_target.py's STATE_FILE.  Cases (what softrnic must do with them):
   rc_ahead     RC SENDs far ahead of the expected PSN (one sequence NAK)
   rc_behind    RC SENDs behind the expected PSN (duplicates, re-ACKed)
   rc_stray_ack ACKs for PSNs never sent (duplicates, ignored)
+  good_ud_frag a valid UD SEND of FRAG_PAYLOAD bytes that arrives in page
+               fragments, its linear part ending inside the BTH (delivered,
+               read in place: sent from an AF_PACKET socket on $IFACE to
+               $DMAC with a virtio-net header asking for that split)
+  bad_icrc_frag  the same with a payload byte in a fragment changed (bad ICRC)
   fuzz         COUNT random mutations of valid packets (dropped or handled)
   fuzz_states  COUNT packets of every RC, UC and UD opcode with hostile
                fields (PSNs, lengths, rkeys, pad counts, Q_Keys, flags),
@@ -135,6 +140,34 @@ def packet(transport_wo_icrc, good_icrc=True):
     return ip + udp + transport_wo_icrc + c
 
 
+# The fragmented UD SEND's payload: large enough that AF_PACKET puts the
+# frame in page fragments (it keeps anything under a page linear).
+FRAG_PAYLOAD = bytes(i % 251 for i in range(4030))
+FRAG_LINEAR = 14 + 20 + 8 + 6
+
+
+def ip_checksum(ip):
+    s = sum(struct.unpack('>10H', ip))
+    s = (s & 0xffff) + (s >> 16)
+    s = (s & 0xffff) + (s >> 16)
+    return struct.pack('>H', ~s & 0xffff)
+
+
+def send_fragmented(packets):
+    """Send IPv4 packets as Ethernet frames whose first FRAG_LINEAR bytes
+    are linear and the rest in page fragments (PACKET_VNET_HDR's hdr_len)."""
+    import os
+    iface, dmac = os.environ['IFACE'], bytes.fromhex(os.environ['DMAC'].replace(':', ''))
+    smac = bytes.fromhex(open('/sys/class/net/%s/address' % iface).read().strip().replace(':', ''))
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.setsockopt(263, 15, 1)  # SOL_PACKET, PACKET_VNET_HDR
+    s.bind((iface, 0))
+    vnet = struct.pack('<BBHHHH', 0, 0, FRAG_LINEAR, 0, 0, 0)
+    for p in packets:
+        ip = p[:10] + ip_checksum(p[:20]) + p[12:20]
+        s.send(vnet + dmac + smac + b'\x08\x00' + ip + p[20:])
+
+
 def ud_send(qpn=None, qkey=None, payload=b'hostile!' * 8):
     qpn = st['ud_qpn'] if qpn is None else qpn
     qkey = st['qkey'] if qkey is None else qkey
@@ -176,6 +209,12 @@ def make(case, rng):
     if case == 'rc_stray_ack':
         aeth = struct.pack('>I', (0 << 24) | 7)
         return packet(bth(0x11, st['rc_qpn'], st['sq_psn'] + 500) + aeth)
+    if case == 'good_ud_frag':
+        return packet(ud_send(payload=FRAG_PAYLOAD))
+    if case == 'bad_icrc_frag':
+        p = bytearray(packet(ud_send(payload=FRAG_PAYLOAD)))
+        p[-100] ^= 0x10
+        return bytes(p)
     if case == 'fuzz_states':
         return hostile(rng)
     if case == 'fuzz':
@@ -193,8 +232,11 @@ def make(case, rng):
     raise SystemExit('unknown case ' + case)
 
 
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
 rng = random.Random(4791)
-for _ in range(count):
-    s.sendto(make(case, rng), (dst, 0))
+if case.endswith('_frag'):
+    send_fragmented([make(case, rng) for _ in range(count)])
+else:
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for _ in range(count):
+        s.sendto(make(case, rng), (dst, 0))
 print('sent %d %s' % (count, case))

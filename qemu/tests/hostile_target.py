@@ -5,7 +5,8 @@ usage: hostile_target.py DEV PEER_IP STATE_FILE
 Creates an RC QP in RTS "connected" to a peer that does not exist (PEER_IP,
 QPN 0x123) and a UD QP in RTS (Q_Key 0x11111111) with receives posted, writes
 their numbers and PSNs to STATE_FILE as `key=value` lines, then waits for a
-line on stdin.  It then prints what its QPs saw ("ud_recv N", "rc_state S",
+line on stdin.  It then prints what its QPs saw ("ud_recv N", "ud_bad_data
+N": datagrams whose bytes are not one of hostile_inject.py's, "rc_state S",
 "rc_completions N") and exits.
 """
 import os
@@ -24,7 +25,10 @@ import pyverbs.enums as e
 dev, peer_ip, state_file = sys.argv[1:4]
 ctx = Context(name=dev)
 pd = PD(ctx)
-mr = MR(pd, 1 << 16, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+# Each UD receive its own buffer (a GRH and up to 4 KiB: hostile_inject.py's
+# fragmented datagram), so every datagram can be checked at the end.
+UD_BUF, RC_BUF = 4352, 0x48000
+mr = MR(pd, 1 << 19, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
         e.IBV_ACCESS_REMOTE_READ)
 cq = CQ(ctx, 256)
 idx = next(i for i in range(ctx.query_port(1).gid_tbl_len)
@@ -63,9 +67,11 @@ a = QPAttr(qp_state=e.IBV_QPS_RTS)
 a.sq_psn = 0
 ud.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
 for i in range(64):
-    ud.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + (i % 16) * 2048, 2048, mr.lkey)]))
+    ud.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + i * UD_BUF, UD_BUF, mr.lkey)]))
 for i in range(16):
-    rc.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(mr.buf + 32768, 2048, mr.lkey)]))
+    rc.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(mr.buf + RC_BUF, 2048, mr.lkey)]))
+# What hostile_inject.py's valid datagrams carry.
+GOOD = (b'hostile!' * 8, bytes(i % 251 for i in range(4030)))
 
 with open(state_file, 'w') as f:
     f.write('rc_qpn=%d\nud_qpn=%d\nrq_psn=%d\nsq_psn=%d\nqkey=%d\nrkey=%d\naddr=%d\n' %
@@ -73,7 +79,7 @@ with open(state_file, 'w') as f:
 
 # (At most 5 minutes, longer on a slower kernel: SOFTRNIC_SLOW.)
 select.select([sys.stdin], [], [], 300 * int(os.environ.get('SOFTRNIC_SLOW', '1')))
-ud_recv, rc_comp, bad = 0, 0, []
+ud_recv, ud_bad_data, rc_comp, bad = 0, 0, 0, []
 while True:
     n, wcs = cq.poll(16)
     if n <= 0:
@@ -81,12 +87,15 @@ while True:
     for wc in wcs:
         if wc.qp_num == ud.qp_num and wc.status == e.IBV_WC_SUCCESS:
             ud_recv += 1
+            data = mr.read(wc.byte_len - 40, wc.wr_id * UD_BUF + 40)
+            ud_bad_data += data not in GOOD
         elif wc.qp_num == rc.qp_num:
             rc_comp += 1
         else:
             bad.append((wc.qp_num, wc.status))
 attr, _ = rc.query(e.IBV_QP_STATE)
 print('ud_recv %d' % ud_recv)
+print('ud_bad_data %d' % ud_bad_data)
 print('rc_completions %d' % rc_comp)
 print('rc_state %d' % attr.qp_state)
 print('other %s' % bad)

@@ -27,6 +27,14 @@ pub(crate) fn icrc(packet: &[u8]) -> Option<u32> {
 
 /// `icrc` with the CRC steps done by `update`.
 pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
+    let (mut crc, at) = masked_headers(packet, update)?;
+    crc.update(packet.get(at..)?);
+    Some(crc.finish())
+}
+
+/// The CRC over the pseudo-LRH and the masked IP, UDP and BTH headers at
+/// the start of `packet`, and the offset of the first byte after the BTH.
+fn masked_headers(packet: &[u8], update: Update) -> Option<(Crc, usize)> {
     let mut ip = [0u8; 60];
     let first = *packet.first()?;
     let ip_len = match first >> 4 {
@@ -57,7 +65,7 @@ pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
     };
     let rest = packet.get(ip_len..)?;
     let (udp, rest) = (rest.get(..UDP_LEN)?, rest.get(UDP_LEN..)?);
-    let (bth, payload) = (rest.get(..BTH_LEN)?, rest.get(BTH_LEN..)?);
+    let bth = rest.get(..BTH_LEN)?;
     let mut udp_m = [0u8; UDP_LEN];
     udp_m.copy_from_slice(udp);
     udp_m[6] = 0xFF; // checksum
@@ -70,8 +78,28 @@ pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
     crc.update(&ip[..ip_len]);
     crc.update(&udp_m);
     crc.update(&bth_m);
-    crc.update(payload);
-    Some(crc.finish())
+    Some((crc, ip_len + UDP_LEN + BTH_LEN))
+}
+
+/// Whether a packet held in parts carries a valid ICRC: `headers` from the
+/// IP header on (at least the IP, UDP and BTH headers), `body` the bytes
+/// after them up to the trailer, in order, and `trailer` the ICRC as it is
+/// on the wire.  For a packet the network stack keeps in fragments: no
+/// byte is copied to check it.
+pub(crate) fn check_parts(
+    headers: &[u8],
+    body: &[&[u8]],
+    trailer: [u8; ICRC_LEN],
+    update: Update,
+) -> bool {
+    let Some((mut crc, at)) = masked_headers(headers, update) else {
+        return false;
+    };
+    crc.update(headers.get(at..).unwrap_or(&[]));
+    for piece in body {
+        crc.update(piece);
+    }
+    crc.finish().to_le_bytes() == trailer
 }
 
 /// The trailer bytes for `packet` (see `icrc`).

@@ -692,11 +692,53 @@ impl Headers {
     }
 }
 
+/// A packet's payload: one slice, or the pieces of a packet that the
+/// network stack keeps in fragments, in order (the receive path copies from
+/// them; nothing linearises the packet first).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Payload<'a> {
+    Linear(&'a [u8]),
+    Pieces(&'a [&'a [u8]]),
+}
+
+impl<'a> Payload<'a> {
+    /// The payload's bytes, in order, as slices.
+    pub(crate) fn pieces(&self) -> &[&'a [u8]] {
+        match self {
+            Payload::Linear(s) => core::slice::from_ref(s),
+            Payload::Pieces(p) => p,
+        }
+    }
+
+    /// Bytes in the payload.
+    pub(crate) fn len(&self) -> usize {
+        self.pieces().iter().map(|p| p.len()).sum()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pieces().iter().all(|p| p.is_empty())
+    }
+}
+
+/// Payloads are equal when their bytes are, however they are cut.
+impl PartialEq for Payload<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len()
+            && self
+                .pieces()
+                .iter()
+                .flat_map(|p| p.iter())
+                .eq(other.pieces().iter().flat_map(|p| p.iter()))
+    }
+}
+
+impl Eq for Payload<'_> {}
+
 /// A parsed packet: its headers, payload (without pad) and ICRC trailer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Packet<'a> {
     pub hdr: Headers,
-    pub payload: &'a [u8],
+    pub payload: Payload<'a>,
     /// The ICRC as it is on the wire (checked by the caller, who has the IP
     /// and UDP headers it also covers).
     pub icrc: [u8; ICRC_LEN],
@@ -709,14 +751,32 @@ pub(crate) struct Packet<'a> {
 /// bytes for an opcode without payload, and a PadCnt not larger than the
 /// bytes before the ICRC.  Never panics.
 pub(crate) fn parse(packet: &[u8]) -> Result<Packet<'_>, ParseError> {
-    let mut r = Reader(packet);
+    let (hdr, header_len, payload_len) = parse_headers(packet, packet.len())?;
+    let payload = packet
+        .get(header_len..header_len + payload_len)
+        .ok_or(ParseError::Truncated)?;
+    let icrc = packet.last_chunk::<ICRC_LEN>().ok_or(ParseError::NoIcrc)?;
+    Ok(Packet {
+        hdr,
+        payload: Payload::Linear(payload),
+        icrc: *icrc,
+    })
+}
+
+/// [`parse`] for a packet of `len` bytes (BTH to ICRC inclusive) of which
+/// only the first are at hand in `head`: at least its headers, or all of it
+/// when it is shorter than [`MAX_HEADER_LEN`] + [`ICRC_LEN`].  The same
+/// checks in the same order; returns the headers, their length and the
+/// payload's length (without pad).
+pub(crate) fn parse_headers(
+    head: &[u8],
+    len: usize,
+) -> Result<(Headers, usize, usize), ParseError> {
+    let mut r = Reader(head.get(..len).unwrap_or(head));
     let bth = Bth::read(&mut r)?;
     let layout = bth.opcode.layout();
     let header_len = layout.header_len();
-    let after_headers = packet
-        .len()
-        .checked_sub(header_len)
-        .ok_or(ParseError::Truncated)?;
+    let after_headers = len.checked_sub(header_len).ok_or(ParseError::Truncated)?;
     if after_headers < ICRC_LEN {
         return Err(ParseError::NoIcrc);
     }
@@ -732,22 +792,53 @@ pub(crate) fn parse(packet: &[u8]) -> Result<Packet<'_>, ParseError> {
             Ext::Ieth => hdr.ieth = Some(Ieth::read(&mut r)?),
         }
     }
-    let (body, icrc) =
-        r.0.split_last_chunk::<ICRC_LEN>()
-            .ok_or(ParseError::NoIcrc)?;
-    if !layout.payload && !body.is_empty() {
+    let body = after_headers - ICRC_LEN;
+    if !layout.payload && body != 0 {
         return Err(ParseError::UnexpectedPayload);
     }
     let payload_len = body
-        .len()
         .checked_sub(usize::from(bth.pad_cnt))
         .ok_or(ParseError::PadTooLong)?;
-    let payload = body.get(..payload_len).ok_or(ParseError::PadTooLong)?;
-    Ok(Packet {
-        hdr,
-        payload,
-        icrc: *icrc,
-    })
+    Ok((hdr, header_len, payload_len))
+}
+
+/// Keep the first `len` bytes of `pieces`, shortening them in place; how
+/// many pieces hold them.
+pub(crate) fn keep_front(pieces: &mut [&[u8]], len: usize) -> usize {
+    let mut left = len;
+    for (i, p) in pieces.iter_mut().enumerate() {
+        if left == 0 {
+            return i;
+        }
+        if p.len() >= left {
+            *p = &p[..left];
+            return i + 1;
+        }
+        left -= p.len();
+    }
+    pieces.len()
+}
+
+/// Split the bytes after a packet's headers, held in `pieces`, into its
+/// body (payload and pad, left in the pieces, shortened in place) and its
+/// ICRC trailer: the trailer and how many pieces hold the body, or `None`
+/// when there are fewer than 4 bytes.
+pub(crate) fn split_icrc(pieces: &mut [&[u8]]) -> Option<([u8; ICRC_LEN], usize)> {
+    let total: usize = pieces.iter().map(|p| p.len()).sum();
+    let body = total.checked_sub(ICRC_LEN)?;
+    let mut trailer = [0u8; ICRC_LEN];
+    let (mut at, mut got) = (0usize, 0usize);
+    for p in pieces.iter() {
+        let end = at + p.len();
+        if end > body {
+            let from = body.saturating_sub(at);
+            let n = p.len() - from;
+            trailer[got..got + n].copy_from_slice(&p[from..]);
+            got += n;
+        }
+        at = end;
+    }
+    Some((trailer, keep_front(pieces, body)))
 }
 
 /// Writes the BTH and extension headers of `hdr` at the start of `buf` and

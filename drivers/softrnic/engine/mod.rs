@@ -27,7 +27,8 @@ use crate::verbs::qp::{After, Qp};
 pub(crate) enum Counter {
     TxPackets = 0,
     RxPackets,
-    /// Dropped before or while parsing (could not be linearised, malformed).
+    /// Dropped before parsing (pieces that could not be read in place and
+    /// could not be linearised, headers that could not be pulled).
     RxDropped,
     RxMalformed,
     RxBadIcrc,
@@ -58,9 +59,12 @@ pub(crate) enum Counter {
     /// engine (it rings only while the engine is idle; posts to a busy
     /// engine are stores to the mapped ring alone).
     Doorbells,
+    /// RoCE: packets whose payload was read in place from the page
+    /// fragments the network stack kept it in (never linearised).
+    RxPaged,
 }
 
-pub(crate) const COUNTERS: usize = 22;
+pub(crate) const COUNTERS: usize = 23;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_packets",
     c"rx_packets",
@@ -84,6 +88,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"iw_mpa_rejects",
     c"iw_mpa_timeouts",
     c"doorbells",
+    c"rx_paged",
 ];
 
 impl From<crate::roce::Count> for Counter {

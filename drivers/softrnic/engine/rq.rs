@@ -102,7 +102,14 @@ impl RecvSide<'_> {
     }
 
     pub(crate) fn remote_write(&self, rkey: u32, va: u64, data: &[u8]) -> bool {
-        let len = data.len() as u64;
+        self.remote_write_pieces(rkey, va, &[data])
+    }
+
+    /// Write the bytes of `pieces`, in order, at `va` under `rkey`: one
+    /// check of the whole range, then the copies (a packet held in
+    /// fragments lands whole or not at all).
+    pub(crate) fn remote_write_pieces(&self, rkey: u32, va: u64, pieces: &[&[u8]]) -> bool {
+        let len = pieces.iter().map(|p| p.len() as u64).sum();
         mem::with_remote(
             self.dev.verbs(),
             self.who(),
@@ -110,7 +117,14 @@ impl RecvSide<'_> {
             va,
             len,
             REMOTE_WRITE,
-            |m, iova| m.copy(iova, Data::Store(data)),
+            |m, iova| {
+                let mut at = iova;
+                pieces.iter().all(|p| {
+                    let ok = m.copy(at, Data::Store(p));
+                    at += p.len() as u64;
+                    ok
+                })
+            },
         ) == Ok(true)
     }
 

@@ -70,6 +70,12 @@ pub(crate) struct IpRoute {
     pub(crate) flow_label: u32,
 }
 
+/// The most pieces a received packet is read in (`Skb::pieces`).
+pub(crate) const RX_PIECES: usize = b::SOFTRNIC_RX_PIECES as usize;
+/// The transport header bytes the shim pulls into a received packet's
+/// linear area: the longest headers any opcode has.
+const _: () = assert!(b::SOFTRNIC_ROCE_HEADERS_MAX as usize == crate::roce_wire::MAX_HEADER_LEN);
+
 /// An sk_buff we own; one we build has a body (the transport packet) to
 /// fill, borrowed from the skb.
 pub(crate) struct Skb(NonNull<b::sk_buff>, Option<(NonNull<u8>, usize)>);
@@ -108,14 +114,21 @@ impl Skb {
         }
     }
 
-    /// Route it and put the UDP and IP headers in front; then write the
-    /// ICRC with `icrc` over the packet from the IP header on.
+    /// Route it (through `cache`: the route of the previous packet to the
+    /// same place, or a lookup kept there for the next) and put the UDP and
+    /// IP headers in front; then write the ICRC with `icrc` over the packet
+    /// from the IP header on.
     pub(crate) fn finish(
         &mut self,
         ndev: &NetDevice,
         r: &IpRoute,
+        cache: &mut RouteCache,
         icrc: impl FnOnce(&mut [u8]),
     ) -> Result {
+        if cache.route != *r {
+            cache.release();
+            cache.route = *r;
+        }
         let mut len = 0u32;
         let mut err = 0;
         // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
@@ -130,6 +143,7 @@ impl Skb {
                 r.tclass,
                 r.ttl,
                 r.flow_label,
+                &mut cache.dst,
                 &mut len,
                 &mut err,
             )
@@ -152,13 +166,54 @@ impl Skb {
         check(unsafe { b::softrnic_skb_xmit(p) })
     }
 
-    /// A received packet: from its IP header to its end.
-    pub(crate) fn network(&self) -> &[u8] {
-        let mut len = 0u32;
-        // SAFETY: a linearised received skb with its network header set.
-        let p = unsafe { b::softrnic_skb_network(self.0.as_ptr(), &mut len) };
-        // SAFETY: the shim returns `len` readable bytes inside the skb.
-        unsafe { core::slice::from_raw_parts(p, len as usize) }
+    /// A received packet: the bytes from its IP header that lie in its
+    /// linear area (at least the IP, UDP and transport headers, which the
+    /// shim pulled there), and the packet's whole length from the IP header.
+    pub(crate) fn network(&self) -> (&[u8], usize) {
+        let (mut linear, mut len) = (0u32, 0u32);
+        // SAFETY: a received skb with its network header set.
+        let p = unsafe { b::softrnic_skb_network(self.0.as_ptr(), &mut linear, &mut len) };
+        // SAFETY: the shim returns `linear` readable bytes inside the skb,
+        // borrowed through `&self`.
+        let head = unsafe { core::slice::from_raw_parts(p, linear as usize) };
+        (head, len as usize)
+    }
+
+    /// Bytes `off..off + len` of a received packet, counted from its IP
+    /// header, as the pieces of memory that hold them (read in place, not
+    /// copied), in order, written to `out`; how many, or `None` when they
+    /// are not all in the packet or need more pieces than `out` has.
+    pub(crate) fn pieces<'s>(
+        &'s self,
+        off: usize,
+        len: usize,
+        out: &mut [&'s [u8]; RX_PIECES],
+    ) -> Option<usize> {
+        let (off, len) = (u32::try_from(off).ok()?, u32::try_from(len).ok()?);
+        let mut raw = [const {
+            b::softrnic_piece {
+                data: core::ptr::null(),
+                len: 0,
+            }
+        }; RX_PIECES];
+        // SAFETY: a received skb; `raw` has room for `RX_PIECES` pieces.
+        let n = unsafe {
+            b::softrnic_skb_pieces(
+                self.0.as_ptr(),
+                off,
+                len,
+                raw.as_mut_ptr(),
+                RX_PIECES as i32,
+            )
+        };
+        let n = usize::try_from(n).ok()?.min(RX_PIECES);
+        for (o, r) in out.iter_mut().zip(&raw[..n]) {
+            // SAFETY: the shim returns non-empty pieces of the skb's memory,
+            // readable for `len` bytes while the skb lives; borrowed through
+            // `&self`.
+            *o = unsafe { core::slice::from_raw_parts(r.data, r.len as usize) };
+        }
+        Some(n)
     }
 
     /// The Ethernet source address of a received packet.
@@ -167,6 +222,37 @@ impl Skb {
         // SAFETY: a received skb; `mac` has room for 6 bytes.
         unsafe { b::softrnic_skb_smac(self.0.as_ptr(), mac.as_mut_ptr()) };
         mac
+    }
+}
+
+/// The route the last packets went by, kept while packets to the same
+/// place follow (an outbox's batch looks its route up once).
+pub(crate) struct RouteCache {
+    dst: *mut b::dst_entry,
+    route: IpRoute,
+}
+
+impl RouteCache {
+    pub(crate) fn new() -> RouteCache {
+        RouteCache {
+            dst: core::ptr::null_mut(),
+            route: IpRoute::default(),
+        }
+    }
+
+    fn release(&mut self) {
+        if !self.dst.is_null() {
+            // SAFETY: a route push_headers left here with a reference of
+            // its own, released once.
+            unsafe { b::softrnic_dst_release(self.dst) };
+            self.dst = core::ptr::null_mut();
+        }
+    }
+}
+
+impl Drop for RouteCache {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -76,6 +76,29 @@ static struct ib_device *softrnic_rx_device(struct sk_buff *skb)
 	return ibdev;
 }
 
+/*
+ * Whether every byte of a received packet can be read in place, as at most
+ * SOFTRNIC_RX_PIECES pieces of memory the kernel maps (softrnic_skb_pieces):
+ * not with high memory, unreadable (device memory) fragments or nested
+ * fragment lists.
+ */
+static bool softrnic_skb_in_place(const struct sk_buff *skb)
+{
+	unsigned int pieces = 1 + skb_shinfo(skb)->nr_frags;
+	struct sk_buff *frag;
+
+	if (!skb_is_nonlinear(skb))
+		return true;
+	if (IS_ENABLED(CONFIG_HIGHMEM) || !skb_frags_readable(skb))
+		return false;
+	skb_walk_frags(skb, frag) {
+		if (skb_has_frag_list(frag) || !skb_frags_readable(frag))
+			return false;
+		pieces += 1 + skb_shinfo(frag)->nr_frags;
+	}
+	return pieces <= SOFTRNIC_RX_PIECES;
+}
+
 /* UDP encap_rcv: every datagram to port 4791 in this namespace. */
 static int softrnic_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
 {
@@ -85,7 +108,14 @@ static int softrnic_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
 		kfree_skb(skb);
 		return 0;
 	}
-	if (skb_linearize(skb)) {
+	/*
+	 * The headers in the linear area; the payload is read where it lies
+	 * (softrnic_skb_pieces), so only a packet whose pieces cannot be read
+	 * in place is copied into one buffer.
+	 */
+	if ((!softrnic_skb_in_place(skb) && skb_linearize(skb)) ||
+	    !pskb_may_pull(skb, min_t(unsigned int, skb->len,
+				      sizeof(struct udphdr) + SOFTRNIC_ROCE_HEADERS_MAX))) {
 		softrnic_roce_drop(ibdev);
 		kfree_skb(skb);
 	} else {
@@ -282,11 +312,86 @@ void softrnic_net_unregister(void)
 
 /* ---- received packets ---- */
 
-/* The packet from its IP header to its end (linear after skb_linearize). */
-const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *len)
+/*
+ * The packet from its IP header: *linear bytes of it in the linear area (at
+ * least its headers, encap_recv pulled them), *len bytes in all.
+ */
+const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *linear, u32 *len)
 {
-	*len = skb_tail_pointer(skb) - skb_network_header(skb);
+	*linear = skb_tail_pointer(skb) - skb_network_header(skb);
+	*len = skb->len + (skb->data - skb_network_header(skb));
 	return skb_network_header(skb);
+}
+
+struct softrnic_piece_walk {
+	struct softrnic_piece *out;
+	int n, max;
+	u32 skip, left;
+};
+
+/* Add what of `len` bytes at `p` the walk still wants; false if out of room. */
+static bool softrnic_piece_add(struct softrnic_piece_walk *w, const u8 *p, u32 len)
+{
+	if (w->skip >= len) {
+		w->skip -= len;
+		return true;
+	}
+	p += w->skip;
+	len = min(len - w->skip, w->left);
+	w->skip = 0;
+	if (!len)
+		return true;
+	if (w->n == w->max)
+		return false;
+	w->out[w->n].data = p;
+	w->out[w->n].len = len;
+	w->n++;
+	w->left -= len;
+	return true;
+}
+
+/* One skb's linear area from `from`, then its page fragments. */
+static bool softrnic_piece_walk(struct softrnic_piece_walk *w,
+				const struct sk_buff *skb, const u8 *from)
+{
+	const struct skb_shared_info *sh = skb_shinfo(skb);
+	int i;
+
+	if (!softrnic_piece_add(w, from, skb_tail_pointer(skb) - from))
+		return false;
+	for (i = 0; i < sh->nr_frags && w->left; i++) {
+		const u8 *p = skb_frag_address(&sh->frags[i]);
+
+		if (!p || !softrnic_piece_add(w, p, skb_frag_size(&sh->frags[i])))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Bytes off .. off + len of a received packet, counted from its IP header,
+ * as at most `max` pieces of memory read in place: its linear area, its
+ * page fragments, its fragment list.  Returns how many, or -1 when the bytes
+ * are not all in the packet or need more pieces.  The pieces live as long as
+ * the packet.
+ */
+int softrnic_skb_pieces(const struct sk_buff *skb, u32 off, u32 len,
+			struct softrnic_piece *out, int max)
+{
+	struct softrnic_piece_walk w = {
+		.out = out, .max = max, .skip = off, .left = len,
+	};
+	struct sk_buff *frag;
+
+	if (!softrnic_piece_walk(&w, skb, skb_network_header(skb)))
+		return -1;
+	skb_walk_frags(skb, frag) {
+		if (!w.left)
+			break;
+		if (!softrnic_piece_walk(&w, frag, frag->data))
+			return -1;
+	}
+	return w.left ? -1 : w.n;
 }
 
 /* The source MAC of a received packet (zero if it has no Ethernet header). */
@@ -327,12 +432,16 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
 /*
  * Route the packet from `saddr` to `daddr` (IPv4: the last 4 bytes of the
  * 16-byte addresses) out of `ndev` and put the UDP and IP headers in front of
- * it.  Returns the IP header and the packet's length from there, for the
- * ICRC, or NULL with *err set (no route).
+ * it.  *route, when set, is the route of the caller's previous packet to
+ * the same place and is used again; when NULL, the route looked up is left
+ * there with a reference of its own (softrnic_dst_release), so a batch of
+ * packets looks its route up once.  Returns the IP header and the packet's
+ * length from there, for the ICRC, or NULL with *err set (no route).
  */
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err)
+			      u8 tclass, u8 ttl, u32 flow_label,
+			      struct dst_entry **route, u32 *len, int *err)
 {
 	struct net *net = dev_net(ndev);
 	struct udphdr *uh;
@@ -354,12 +463,17 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl.daddr, daddr + 12, 4);
 		memcpy(&fl.saddr, saddr + 12, 4);
-		rt = ip_route_output_key(net, &fl);
-		if (IS_ERR(rt)) {
-			*err = PTR_ERR(rt);
-			return NULL;
+		if (*route) {
+			skb_dst_set(skb, dst_clone(*route));
+		} else {
+			rt = ip_route_output_key(net, &fl);
+			if (IS_ERR(rt)) {
+				*err = PTR_ERR(rt);
+				return NULL;
+			}
+			*route = dst_clone(&rt->dst);
+			skb_dst_set(skb, &rt->dst);
 		}
-		skb_dst_set(skb, &rt->dst);
 		iph = skb_push(skb, sizeof(*iph));
 		skb_reset_network_header(skb);
 		iph->version = 4;
@@ -386,10 +500,15 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl6.daddr, daddr, 16);
 		memcpy(&fl6.saddr, saddr, 16);
-		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-		if (IS_ERR(dst)) {
-			*err = PTR_ERR(dst);
-			return NULL;
+		if (*route) {
+			dst = dst_clone(*route);
+		} else {
+			dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+			if (IS_ERR(dst)) {
+				*err = PTR_ERR(dst);
+				return NULL;
+			}
+			*route = dst_clone(dst);
 		}
 		skb_dst_set(skb, dst);
 		ip6h = skb_push(skb, sizeof(*ip6h));
@@ -408,6 +527,12 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 	}
 	*len = skb->len;
 	return skb_network_header(skb);
+}
+
+/* Drop the caller's reference on a route push_headers left it. */
+void softrnic_dst_release(struct dst_entry *dst)
+{
+	dst_release(dst);
 }
 
 /* Send a packet built by alloc + push_headers (its ICRC written): consumed. */

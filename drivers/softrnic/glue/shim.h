@@ -139,14 +139,30 @@ int softrnic_net_attach(struct net_device *ndev, struct net **net, u64 *cookie);
 void softrnic_net_detach(struct net *net, u64 cookie);
 int softrnic_mcast_join(struct net_device *ndev, const u8 gid[16], bool join);
 
-const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *len);
+/*
+ * Received packets keep their payload where the network stack put it:
+ * encap_recv pulls the IP, UDP and transport headers (at most
+ * SOFTRNIC_ROCE_HEADERS_MAX bytes after UDP) into the linear area, and the
+ * rest is read in place, in at most SOFTRNIC_RX_PIECES pieces.
+ */
+#define SOFTRNIC_ROCE_HEADERS_MAX 40
+#define SOFTRNIC_RX_PIECES 20
+struct softrnic_piece {
+	const u8 *data;
+	u32 len;
+};
+const u8 *softrnic_skb_network(const struct sk_buff *skb, u32 *linear, u32 *len);
+int softrnic_skb_pieces(const struct sk_buff *skb, u32 off, u32 len,
+			struct softrnic_piece *out, int max);
 void softrnic_skb_smac(const struct sk_buff *skb, u8 mac[6]);
 void softrnic_skb_free(struct sk_buff *skb);
 struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
 				   u8 **data);
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label, u32 *len, int *err);
+			      u8 tclass, u8 ttl, u32 flow_label,
+			      struct dst_entry **route, u32 *len, int *err);
+void softrnic_dst_release(struct dst_entry *dst);
 int softrnic_skb_xmit(struct sk_buff *skb);
 
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);

@@ -7,6 +7,11 @@ use crate::psn::Psn;
 use crate::roce_wire::*;
 use proptest::prelude::*;
 
+/// A payload's bytes in one vector.
+fn bytes(p: Payload<'_>) -> Vec<u8> {
+    p.pieces().concat()
+}
+
 /// The opcode table restated independently of the module: the extension
 /// headers in wire order and whether a payload follows, for every byte.
 fn spec(value: u8) -> Option<(Vec<Ext>, bool)> {
@@ -165,7 +170,7 @@ fn rc_send_only_bytes() {
     assert!(b.ack_req);
     assert_eq!(b.psn, Psn::new(0xab_cdef));
     assert_eq!(p.hdr, Headers::new(b));
-    assert_eq!(p.payload, b"abc");
+    assert_eq!(bytes(p.payload), b"abc");
     assert_eq!(p.icrc, [0xde, 0xad, 0xbe, 0xef]);
     assert_builds(&p.hdr, headers);
 
@@ -265,7 +270,7 @@ fn rdma_write_only_imm_bytes() {
         })
     );
     assert_eq!(p.hdr.imm_dt, Some(ImmDt { data: 0xcafe_babe }));
-    assert_eq!(p.payload, &[1, 2, 3, 4]);
+    assert_eq!(bytes(p.payload), &[1, 2, 3, 4]);
     assert_eq!(p.hdr.wire_len(), 32);
     assert_builds(&p.hdr, headers);
 }
@@ -396,7 +401,7 @@ fn ud_and_invalidate_bytes() {
         })
     );
     assert_eq!(p.hdr.imm_dt, Some(ImmDt { data: 42 }));
-    assert_eq!(p.payload, &[9; 256][..]);
+    assert_eq!(bytes(p.payload), &[9; 256][..]);
     assert_builds(&p.hdr, ud);
 
     let inv: &[u8] = &[
@@ -514,7 +519,7 @@ fn round_trip_every_opcode_at_boundaries() {
                     let p = parse(&buf[..n]).unwrap();
                     hdr.bth.pad_cnt = pad as u8;
                     assert_eq!(p.hdr, hdr, "{op:?}");
-                    assert_eq!(p.payload, &payload[..]);
+                    assert_eq!(bytes(p.payload), &payload[..]);
                     assert_eq!(p.icrc, [0; 4]);
                 }
             }
@@ -836,7 +841,10 @@ fn check_accepted(packet: &[u8]) {
     let header_len = p.hdr.wire_len();
     let pad = usize::from(p.hdr.bth.pad_cnt);
     assert_eq!(header_len + p.payload.len() + pad + ICRC_LEN, packet.len());
-    assert_eq!(&packet[header_len..header_len + p.payload.len()], p.payload);
+    assert_eq!(
+        &packet[header_len..header_len + p.payload.len()],
+        bytes(p.payload)
+    );
     let mut rebuilt = packet.to_vec();
     assert_eq!(build(&mut rebuilt, &p.hdr), Ok(header_len));
     assert_eq!(parse(&rebuilt), Ok(p));
@@ -997,7 +1005,7 @@ proptest! {
         packet.extend(icrc);
         let p = parse(&packet).unwrap();
         prop_assert_eq!(p.hdr, hdr);
-        prop_assert_eq!(p.payload, &payload[..]);
+        prop_assert_eq!(bytes(p.payload), &payload[..]);
         prop_assert_eq!(p.icrc, icrc);
 
         // build_packet: the same with the PadCnt of the payload.
@@ -1007,6 +1015,52 @@ proptest! {
         let mut expect = hdr;
         expect.bth.pad_cnt = pad_count(payload.len());
         prop_assert_eq!(p.hdr, expect);
-        prop_assert_eq!(p.payload, &payload[..]);
+        prop_assert_eq!(bytes(p.payload), &payload[..]);
     }
+
+    /// A packet of which only the headers are at hand (the linear area of
+    /// a fragmented packet) parses as it does whole.
+    #[test]
+    fn parse_headers_of_a_head_agrees_with_parse(
+        bytes in proptest::collection::vec(any::<u8>(), 0..96),
+        extra in 0usize..64,
+    ) {
+        let head_len = bytes.len().min(MAX_HEADER_LEN + extra);
+        let got = parse_headers(&bytes[..head_len], bytes.len());
+        match parse(&bytes) {
+            Ok(p) => {
+                let (hdr, header_len, payload_len) = got.unwrap();
+                prop_assert_eq!(hdr, p.hdr);
+                prop_assert_eq!(payload_len, p.payload.len());
+                prop_assert_eq!(
+                    &bytes[header_len..header_len + payload_len],
+                    &self::bytes(p.payload)[..]
+                );
+            }
+            Err(e) => prop_assert_eq!(got.map(|_| ()), Err(e)),
+        }
+    }
+
+    /// Keeping the front of pieces cut anywhere keeps exactly those bytes.
+    #[test]
+    fn keep_front_keeps_the_first_bytes(
+        data in proptest::collection::vec(any::<u8>(), 0..64),
+        cuts in proptest::collection::vec(any::<prop::sample::Index>(), 0..4),
+        keep in any::<prop::sample::Index>(),
+    ) {
+        let mut at: Vec<usize> = cuts.iter().map(|c| c.index(data.len() + 1)).collect();
+        at.sort();
+        let mut pieces = Vec::new();
+        let mut from = 0;
+        for &c in at.iter().chain(core::iter::once(&data.len())) {
+            pieces.push(&data[from..c]);
+            from = c;
+        }
+        let keep = keep.index(data.len() + 1);
+        let n = keep_front(&mut pieces, keep);
+        prop_assert_eq!(pieces[..n].concat(), &data[..keep]);
+        prop_assert!(n <= pieces.len());
+        prop_assert_eq!(Payload::Pieces(&pieces[..n]), Payload::Linear(&data[..keep]));
+    }
+
 }

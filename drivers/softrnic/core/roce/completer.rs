@@ -312,7 +312,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             return;
         };
         let orig = a.orig.to_ne_bytes();
-        if !io.store(self.head, t, 0, &orig) {
+        if !io.store(self.head, t, 0, roce_wire::Payload::Linear(&orig)) {
             self.fail_head(io, wc::LOC_PROT_ERR, out);
             return;
         }

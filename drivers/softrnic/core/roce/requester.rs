@@ -10,7 +10,7 @@ use core::ops::DerefMut;
 
 use super::{wc, Count, Outcome, SendFail};
 use crate::psn::{self, Psn};
-use crate::roce_wire::{AtomicEth, Bth, Deth, Ext, Headers, Ieth, ImmDt, Reth};
+use crate::roce_wire::{AtomicEth, Bth, Deth, Ext, Headers, Ieth, ImmDt, Payload, Reth};
 use crate::transport_rules::{self as rules, MsgOp, Service};
 
 /// RC packets in flight beyond the oldest unacknowledged one, at most (as
@@ -172,7 +172,7 @@ pub(crate) trait RequesterIo<W> {
     fn complete(&mut self, index: u32, t: &Track<W>, status: u8);
     /// Store `data` at byte `offset` of the WQE's local buffer (a READ's
     /// data, an atomic's original value); false if the memory refuses.
-    fn store(&mut self, index: u32, t: &Track<W>, offset: u32, data: &[u8]) -> bool;
+    fn store(&mut self, index: u32, t: &Track<W>, offset: u32, data: Payload<'_>) -> bool;
     fn arm_timer(&mut self, usecs: u64);
     fn stop_timer(&mut self);
     /// Come back later to send more (UC/UD: no memory for a packet).

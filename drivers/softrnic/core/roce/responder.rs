@@ -11,7 +11,7 @@ use core::ops::DerefMut;
 
 use super::{wc, Count, Outcome, RemoteError, SendFail};
 use crate::psn::{self, Psn};
-use crate::roce_wire::{NakCode, Opcode, Packet, Syndrome, CREDITS_INVALID};
+use crate::roce_wire::{NakCode, Opcode, Packet, Payload, Syndrome, CREDITS_INVALID};
 use crate::transport_rules::{self as rules, InMessage, MsgOp, Place, PsnCheck, Service};
 
 /// Atomic results kept for duplicate requests.
@@ -74,7 +74,7 @@ pub(crate) trait ResponderIo {
     fn take_recv(&mut self) -> Option<Self::Recv>;
     /// Store `data` at byte `at` of a receive WQE's buffers; `Err(true)` if
     /// they are too short, `Err(false)` if their memory refuses.
-    fn recv_store(&mut self, r: &Self::Recv, at: u64, data: &[u8]) -> Result<(), bool>;
+    fn recv_store(&mut self, r: &Self::Recv, at: u64, data: Payload<'_>) -> Result<(), bool>;
     /// Complete a receive WQE.
     fn recv_done(&mut self, r: &Self::Recv, d: RecvDone);
     /// A UD datagram for receive WQE `r`: store it (after its GRH) and
@@ -84,7 +84,7 @@ pub(crate) trait ResponderIo {
     /// requesting QP.
     fn remote_ok(&mut self, rkey: u32, va: u64, len: u64, access: Access) -> bool;
     /// Write `data` at `va` under `rkey` (checked like `remote_ok`).
-    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool;
+    fn remote_write(&mut self, rkey: u32, va: u64, data: Payload<'_>) -> bool;
     /// Execute an atomic on the 8 bytes at `va`; the original value.
     fn remote_atomic(
         &mut self,

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Packet assembly: a RoCEv2 packet is built in an sk_buff under the QP lock
 //! (transport headers, payload copied straight from memory, pad) and queued
-//! in an `Outbox`; once the lock is dropped each is routed, given its UDP and
-//! IP headers and then its ICRC, and sent.  Route lookups may enable bottom
+//! in an `Outbox`; once the lock is dropped each is routed (one lookup for
+//! the packets of a batch that go to the same place), given its UDP and IP
+//! headers and then its ICRC, and sent.  Route lookups may enable bottom
 //! halves, which must not happen with the QP lock (IRQs off) held.
 
-use crate::glue::net::{IpRoute, Skb};
+use crate::glue::net::{IpRoute, RouteCache, Skb};
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
 use crate::psn::Psn;
@@ -102,11 +103,12 @@ impl Outbox {
     /// Route, finish and send everything, in order (no lock held).
     pub(crate) fn send(mut self, dev: &IbDevice, ndev: &NetDevice) {
         let c = dev.counters();
+        let mut cache = RouteCache::new();
         for p in self.pkts.iter_mut().take(self.n) {
             let Some((mut skb, route)) = p.take() else {
                 continue;
             };
-            let finished = skb.finish(ndev, &route, |pkt| {
+            let finished = skb.finish(ndev, &route, &mut cache, |pkt| {
                 let n = pkt.len() - ICRC_LEN;
                 let (body, trailer) = pkt.split_at_mut(n);
                 if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {

@@ -11,6 +11,7 @@ use crate::glue::{IbDevice, NetDevice};
 use crate::qp_state::QpState;
 use crate::roce::requester::{Prepared, RequestPacket, RequesterIo, RequesterParams, WqeFields};
 use crate::roce::{Count, SendFail};
+use crate::roce_wire::Payload;
 use crate::transport_rules::{MsgOp, Service};
 use crate::verbs::qp::{After, Qp, QpAttrs, QpInner};
 
@@ -97,8 +98,13 @@ impl RequesterIo<SendWqe> for ReqIo<'_> {
         self.q.complete(index, t, status)
     }
 
-    fn store(&mut self, index: u32, t: &Track, offset: u32, data: &[u8]) -> bool {
-        self.q.store(index, t, offset, data)
+    fn store(&mut self, index: u32, t: &Track, offset: u32, data: Payload<'_>) -> bool {
+        let mut at = offset;
+        data.pieces().iter().all(|piece| {
+            let ok = self.q.store(index, t, at, piece);
+            at = at.wrapping_add(piece.len() as u32);
+            ok
+        })
     }
 
     fn arm_timer(&mut self, usecs: u64) {

@@ -18,7 +18,7 @@ use crate::qp_state::QpState;
 use crate::roce::responder::{Access, RecvDone, ResponderIo, ResponderParams, Response};
 use crate::roce::{Count, SendFail};
 use crate::roce_wire::{
-    Aeth, AtomicAckEth, Ext, Headers, Opcode, Packet, Syndrome, CREDITS_INVALID,
+    Aeth, AtomicAckEth, Ext, Headers, Opcode, Packet, Payload, Syndrome, CREDITS_INVALID,
 };
 use crate::verbs::qp::{After, Qp, QpAttrs, QpInner};
 use crate::verbs::srq::Taken;
@@ -81,8 +81,13 @@ impl ResponderIo for RespIo<'_> {
         self.r.take()
     }
 
-    fn recv_store(&mut self, r: &Taken, at: u64, data: &[u8]) -> Result<(), bool> {
-        self.r.store(r, at, data)
+    fn recv_store(&mut self, r: &Taken, at: u64, data: Payload<'_>) -> Result<(), bool> {
+        let mut at = at;
+        for piece in data.pieces() {
+            self.r.store(r, at, piece)?;
+            at += piece.len() as u64;
+        }
+        Ok(())
     }
 
     fn recv_done(&mut self, r: &Taken, d: RecvDone) {
@@ -106,7 +111,7 @@ impl ResponderIo for RespIo<'_> {
         let copied = self
             .r
             .store(&wqe, 0, &grh)
-            .and_then(|()| self.r.store(&wqe, GRH_LEN as u64, pkt.payload));
+            .and_then(|()| self.recv_store(&wqe, GRH_LEN as u64, pkt.payload));
         let status = match copied {
             Ok(()) => abi::WC_SUCCESS,
             Err(true) => abi::WC_LOC_LEN_ERR,
@@ -128,8 +133,8 @@ impl ResponderIo for RespIo<'_> {
         self.r.remote_ok(rkey, va, len, access)
     }
 
-    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
-        self.r.remote_write(rkey, va, data)
+    fn remote_write(&mut self, rkey: u32, va: u64, data: Payload<'_>) -> bool {
+        self.r.remote_write_pieces(rkey, va, data.pieces())
     }
 
     fn remote_atomic(

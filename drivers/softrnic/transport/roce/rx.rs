@@ -6,10 +6,10 @@
 
 use super::responder::RxMeta;
 use crate::engine::Counter;
-use crate::glue::net::Skb;
+use crate::glue::net::{Skb, RX_PIECES};
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
-use crate::roce_wire::{self, Packet, Transport};
+use crate::roce_wire::{self, Packet, Payload, Transport};
 use crate::transport_rules::{self as rules, Service};
 use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::After;
@@ -36,31 +36,59 @@ fn ip_header_len(data: &[u8]) -> Option<(usize, bool)> {
 pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
     let c = dev.counters();
     c.bump(Counter::RxPackets);
-    let data = skb.network();
+    // The headers are in `data` (the linear area); the payload is read
+    // where the network stack put it, in pieces, never linearised.
+    let (data, len) = skb.network();
     let Some((ip_len, ipv4)) = ip_header_len(data) else {
         c.bump(Counter::RxMalformed);
         return;
     };
-    let Some(roce) = data.get(ip_len + UDP_LEN..) else {
+    let at = ip_len + UDP_LEN;
+    let (Some(roce_len), Some(roce_head)) = (len.checked_sub(at), data.get(at..)) else {
         c.bump(Counter::RxMalformed);
         return;
     };
-    let pkt = match roce_wire::parse(roce) {
-        Ok(p) => p,
-        Err(_) => {
-            c.bump(Counter::RxMalformed);
-            return;
-        }
+    let Ok((hdr, header_len, payload_len)) = roce_wire::parse_headers(roce_head, roce_len) else {
+        c.bump(Counter::RxMalformed);
+        return;
     };
     // Nothing carries more than the largest IB MTU.
-    if pkt.payload.len() > MAX_PAYLOAD {
+    if payload_len > MAX_PAYLOAD {
         c.bump(Counter::RxMalformed);
         return;
     }
-    if !icrc::check_with(data, crate::glue::net::crc32_le) {
+    let mut pieces = [&[][..]; RX_PIECES];
+    let (Some(n), Some(headers)) = (
+        skb.pieces(at + header_len, roce_len - header_len, &mut pieces),
+        data.get(..at + header_len),
+    ) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    let Some((trailer, body)) = roce_wire::split_icrc(&mut pieces[..n]) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    // The ICRC before anything is placed: a corrupted RETH must not steer
+    // a write.  The copy that follows reads the payload while it is hot.
+    if !icrc::check_parts(
+        headers,
+        &pieces[..body],
+        trailer,
+        crate::glue::net::crc32_le,
+    ) {
         c.bump(Counter::RxBadIcrc);
         return;
     }
+    if len > data.len() {
+        c.bump(Counter::RxPaged);
+    }
+    let kept = roce_wire::keep_front(&mut pieces[..body], payload_len);
+    let pkt = Packet {
+        hdr,
+        payload: Payload::Pieces(&pieces[..kept]),
+        icrc: trailer,
+    };
     // The default partition only (full or limited member).
     if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
         c.bump(Counter::RxMalformed);

@@ -16,7 +16,7 @@ use crate::roce::requester::{
 use crate::roce::responder::{Access, RecvDone, Responder, ResponderIo, ResponderParams, Response};
 use crate::roce::{wc, Count, Outcome, SendFail};
 use crate::roce_wire::{
-    self, Aeth, AtomicAckEth, Bth, Ext, Headers, Opcode, Packet, Syndrome, CREDITS_INVALID,
+    self, Aeth, AtomicAckEth, Bth, Ext, Headers, Opcode, Packet, Payload, Syndrome, CREDITS_INVALID,
 };
 use crate::transport_rules::{MsgOp, Service};
 
@@ -264,17 +264,35 @@ impl Endpoint {
         }
     }
 
-    /// A packet from the link (IP and UDP headers in front).
+    /// A packet from the link (IP and UDP headers in front).  It is read
+    /// as the kernel reads a packet the network stack keeps in fragments
+    /// (`read_in_pieces`), and that reading must agree with reading it whole.
     pub fn receive(&mut self, frame: &[u8]) {
+        let mut pieces = [&[][..]; 3];
+        let split = read_in_pieces(frame, &mut pieces);
         if !icrc::check(frame) {
             self.d.counts[BAD_ICRC] += 1;
+            if split.is_ok() {
+                self.d
+                    .faults
+                    .push("a packet with a bad ICRC passed when read in pieces".into());
+            }
             return;
         }
-        let Ok(pkt) = roce_wire::parse(&frame[IP_UDP..]) else {
+        let Ok(whole) = roce_wire::parse(&frame[IP_UDP..]) else {
             self.d
                 .faults
                 .push("a packet that passed its ICRC did not parse".into());
             return;
+        };
+        let pkt = match split {
+            Ok(p) if p == whole => p,
+            _ => {
+                self.d
+                    .faults
+                    .push("a packet read in pieces differs from the packet read whole".into());
+                return;
+            }
         };
         if pkt.hdr.bth.dest_qp != self.d.qpn {
             self.d.faults.push("a packet for another QP".into());
@@ -444,7 +462,7 @@ impl RequesterIo<Wqe> for Data {
         });
     }
 
-    fn store(&mut self, _index: u32, t: &Track<Wqe>, offset: u32, data: &[u8]) -> bool {
+    fn store(&mut self, _index: u32, t: &Track<Wqe>, offset: u32, data: Payload<'_>) -> bool {
         let end = u64::from(offset) + data.len() as u64;
         if end > u64::from(t.wqe.len.max(8)) {
             self.faults
@@ -453,7 +471,7 @@ impl RequesterIo<Wqe> for Data {
         }
         match self.range(t.wqe.laddr + u64::from(offset), data.len() as u64) {
             Some(r) => {
-                self.mem[r].copy_from_slice(data);
+                copy_pieces(&mut self.mem[r], data);
                 true
             }
             None => false,
@@ -484,12 +502,12 @@ impl ResponderIo for Data {
         self.rq.pop_front()
     }
 
-    fn recv_store(&mut self, r: &Recv, at: u64, data: &[u8]) -> Result<(), bool> {
+    fn recv_store(&mut self, r: &Recv, at: u64, data: Payload<'_>) -> Result<(), bool> {
         if at + data.len() as u64 > u64::from(r.len) {
             return Err(true);
         }
         let range = self.range(r.addr + at, data.len() as u64).ok_or(false)?;
-        self.mem[range].copy_from_slice(data);
+        copy_pieces(&mut self.mem[range], data);
         Ok(())
     }
 
@@ -522,10 +540,10 @@ impl ResponderIo for Data {
         self.mr(rkey, va, len, access).is_some()
     }
 
-    fn remote_write(&mut self, rkey: u32, va: u64, data: &[u8]) -> bool {
+    fn remote_write(&mut self, rkey: u32, va: u64, data: Payload<'_>) -> bool {
         match self.mr(rkey, va, data.len() as u64, Access::Write) {
             Some(r) => {
-                self.mem[r].copy_from_slice(data);
+                copy_pieces(&mut self.mem[r], data);
                 true
             }
             None => false,
@@ -617,4 +635,41 @@ impl ResponderIo for Data {
     fn count(&mut self, c: Count) {
         self.counts[c as usize] += 1;
     }
+}
+
+/// Copy a payload's pieces, in order, into `to` (exactly as long).
+fn copy_pieces(to: &mut [u8], data: Payload<'_>) {
+    let mut at = 0;
+    for p in data.pieces() {
+        to[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+}
+
+/// The packet in `frame` read as the kernel's receive path reads a packet
+/// the network stack keeps in fragments: the headers from the first bytes
+/// (the linear area), the rest as three pieces cut at points the frame's
+/// length chooses, the ICRC checked over the pieces before anything else
+/// is read.  `Err(true)`: a bad ICRC; `Err(false)`: malformed.
+fn read_in_pieces<'a>(frame: &'a [u8], pieces: &'a mut [&'a [u8]; 3]) -> Result<Packet<'a>, bool> {
+    let roce = frame.get(IP_UDP..).ok_or(false)?;
+    let head = &roce[..roce.len().min(roce_wire::MAX_HEADER_LEN)];
+    let (hdr, header_len, payload_len) =
+        roce_wire::parse_headers(head, roce.len()).map_err(|_| false)?;
+    let rest = &roce[header_len..];
+    let a = rest.len() * (frame.len() % 3) / 4;
+    let b = a + (rest.len() - a) / 2;
+    *pieces = [&rest[..a], &rest[a..b], &rest[b..]];
+    let (trailer, body) = roce_wire::split_icrc(pieces).ok_or(false)?;
+    let headers = &frame[..IP_UDP + header_len];
+    if !icrc::check_parts(headers, &pieces[..body], trailer, crate::crc::crc32_update) {
+        return Err(true);
+    }
+    let kept = roce_wire::keep_front(&mut pieces[..body], payload_len);
+    let pieces: &'a [&'a [u8]; 3] = pieces;
+    Ok(Packet {
+        hdr,
+        payload: Payload::Pieces(&pieces[..kept]),
+        icrc: trailer,
+    })
 }

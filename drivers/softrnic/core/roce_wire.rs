@@ -718,6 +718,16 @@ impl<'a> Payload<'a> {
     pub(crate) fn is_empty(&self) -> bool {
         self.pieces().iter().all(|p| p.is_empty())
     }
+
+    /// Each piece with the offset it lands at when the payload is placed
+    /// from `start` on.
+    pub(crate) fn placed(&self, start: u64) -> impl Iterator<Item = (u64, &'a [u8])> + '_ {
+        self.pieces().iter().scan(start, |at, p| {
+            let here = *at;
+            *at += p.len() as u64;
+            Some((here, *p))
+        })
+    }
 }
 
 /// Payloads are equal when their bytes are, however they are cut.
@@ -800,6 +810,40 @@ pub(crate) fn parse_headers(
         .checked_sub(usize::from(bth.pad_cnt))
         .ok_or(ParseError::PadTooLong)?;
     Ok((hdr, header_len, payload_len))
+}
+
+/// Why a packet read in pieces was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PiecesError {
+    /// Fewer than 4 bytes for the ICRC after the headers.
+    Malformed,
+    BadIcrc,
+}
+
+/// The packet whose headers [`parse_headers`] read (`hdr`, with
+/// `payload_len`): `headers` its bytes from the IP header through its
+/// transport headers, `pieces` the bytes after them in order (payload, pad
+/// and ICRC; shortened in place).  The ICRC is checked over both before
+/// anything else is read, so a corrupted header cannot steer a placement;
+/// the payload is then the pieces themselves, not a copy.
+pub(crate) fn packet_in_pieces<'a, 'p: 'a>(
+    headers: &[u8],
+    hdr: Headers,
+    payload_len: usize,
+    pieces: &'a mut [&'p [u8]],
+    update: super::crc::Update,
+) -> Result<Packet<'a>, PiecesError> {
+    let (trailer, body) = split_icrc(pieces).ok_or(PiecesError::Malformed)?;
+    if !super::icrc::check_parts(headers, &pieces[..body], trailer, update) {
+        return Err(PiecesError::BadIcrc);
+    }
+    let kept = keep_front(&mut pieces[..body], payload_len);
+    let pieces: &'a [&'p [u8]] = pieces;
+    Ok(Packet {
+        hdr,
+        payload: Payload::Pieces(&pieces[..kept]),
+        icrc: trailer,
+    })
 }
 
 /// Keep the first `len` bytes of `pieces`, shortening them in place; how

@@ -99,12 +99,8 @@ impl RequesterIo<SendWqe> for ReqIo<'_> {
     }
 
     fn store(&mut self, index: u32, t: &Track, offset: u32, data: Payload<'_>) -> bool {
-        let mut at = offset;
-        data.pieces().iter().all(|piece| {
-            let ok = self.q.store(index, t, at, piece);
-            at = at.wrapping_add(piece.len() as u32);
-            ok
-        })
+        data.placed(u64::from(offset))
+            .all(|(at, piece)| self.q.store(index, t, at as u32, piece))
     }
 
     fn arm_timer(&mut self, usecs: u64) {

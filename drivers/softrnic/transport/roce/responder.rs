@@ -82,12 +82,8 @@ impl ResponderIo for RespIo<'_> {
     }
 
     fn recv_store(&mut self, r: &Taken, at: u64, data: Payload<'_>) -> Result<(), bool> {
-        let mut at = at;
-        for piece in data.pieces() {
-            self.r.store(r, at, piece)?;
-            at += piece.len() as u64;
-        }
-        Ok(())
+        data.placed(at)
+            .try_for_each(|(at, piece)| self.r.store(r, at, piece))
     }
 
     fn recv_done(&mut self, r: &Taken, d: RecvDone) {

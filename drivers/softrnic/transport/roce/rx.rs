@@ -8,8 +8,7 @@ use super::responder::RxMeta;
 use crate::engine::Counter;
 use crate::glue::net::{Skb, RX_PIECES};
 use crate::glue::{IbDevice, NetDevice};
-use crate::icrc;
-use crate::roce_wire::{self, Packet, Payload, Transport};
+use crate::roce_wire::{self, Packet, PiecesError, Transport};
 use crate::transport_rules::{self as rules, Service};
 use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::After;
@@ -65,30 +64,24 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         c.bump(Counter::RxMalformed);
         return;
     };
-    let Some((trailer, body)) = roce_wire::split_icrc(&mut pieces[..n]) else {
-        c.bump(Counter::RxMalformed);
-        return;
-    };
-    // The ICRC before anything is placed: a corrupted RETH must not steer
-    // a write.  The copy that follows reads the payload while it is hot.
-    if !icrc::check_parts(
-        headers,
-        &pieces[..body],
-        trailer,
-        crate::glue::net::crc32_le,
-    ) {
-        c.bump(Counter::RxBadIcrc);
-        return;
-    }
+    // The ICRC before anything is placed; the copy that follows reads the
+    // payload while it is hot.
+    let crc32_le = crate::glue::net::crc32_le;
+    let pkt =
+        match roce_wire::packet_in_pieces(headers, hdr, payload_len, &mut pieces[..n], crc32_le) {
+            Ok(p) => p,
+            Err(PiecesError::Malformed) => {
+                c.bump(Counter::RxMalformed);
+                return;
+            }
+            Err(PiecesError::BadIcrc) => {
+                c.bump(Counter::RxBadIcrc);
+                return;
+            }
+        };
     if len > data.len() {
         c.bump(Counter::RxPaged);
     }
-    let kept = roce_wire::keep_front(&mut pieces[..body], payload_len);
-    let pkt = Packet {
-        hdr,
-        payload: Payload::Pieces(&pieces[..kept]),
-        icrc: trailer,
-    };
     // The default partition only (full or limited member).
     if pkt.hdr.bth.pkey & 0x7fff != 0x7fff {
         c.bump(Counter::RxMalformed);

@@ -639,18 +639,16 @@ impl ResponderIo for Data {
 
 /// Copy a payload's pieces, in order, into `to` (exactly as long).
 fn copy_pieces(to: &mut [u8], data: Payload<'_>) {
-    let mut at = 0;
-    for p in data.pieces() {
-        to[at..at + p.len()].copy_from_slice(p);
-        at += p.len();
+    for (at, p) in data.placed(0) {
+        to[at as usize..][..p.len()].copy_from_slice(p);
     }
 }
 
 /// The packet in `frame` read as the kernel's receive path reads a packet
 /// the network stack keeps in fragments: the headers from the first bytes
 /// (the linear area), the rest as three pieces cut at points the frame's
-/// length chooses, the ICRC checked over the pieces before anything else
-/// is read.  `Err(true)`: a bad ICRC; `Err(false)`: malformed.
+/// length chooses, then `packet_in_pieces` as the kernel calls it.
+/// `Err(true)`: a bad ICRC; `Err(false)`: malformed.
 fn read_in_pieces<'a>(frame: &'a [u8], pieces: &'a mut [&'a [u8]; 3]) -> Result<Packet<'a>, bool> {
     let roce = frame.get(IP_UDP..).ok_or(false)?;
     let head = &roce[..roce.len().min(roce_wire::MAX_HEADER_LEN)];
@@ -660,16 +658,7 @@ fn read_in_pieces<'a>(frame: &'a [u8], pieces: &'a mut [&'a [u8]; 3]) -> Result<
     let a = rest.len() * (frame.len() % 3) / 4;
     let b = a + (rest.len() - a) / 2;
     *pieces = [&rest[..a], &rest[a..b], &rest[b..]];
-    let (trailer, body) = roce_wire::split_icrc(pieces).ok_or(false)?;
     let headers = &frame[..IP_UDP + header_len];
-    if !icrc::check_parts(headers, &pieces[..body], trailer, crate::crc::crc32_update) {
-        return Err(true);
-    }
-    let kept = roce_wire::keep_front(&mut pieces[..body], payload_len);
-    let pieces: &'a [&'a [u8]; 3] = pieces;
-    Ok(Packet {
-        hdr,
-        payload: Payload::Pieces(&pieces[..kept]),
-        icrc: trailer,
-    })
+    roce_wire::packet_in_pieces(headers, hdr, payload_len, pieces, crate::crc::crc32_update)
+        .map_err(|e| e == roce_wire::PiecesError::BadIcrc)
 }

@@ -27,58 +27,89 @@ pub(crate) fn icrc(packet: &[u8]) -> Option<u32> {
 
 /// `icrc` with the CRC steps done by `update`.
 pub(crate) fn icrc_with(packet: &[u8], update: Update) -> Option<u32> {
-    let (mut crc, at) = masked_headers(packet, update)?;
-    crc.update(packet.get(at..)?);
+    let m = Masked::of(packet)?;
+    let mut crc = Crc::new(update);
+    crc.update(m.bytes());
+    crc.update(packet.get(m.after_bth..)?);
     Some(crc.finish())
 }
 
-/// The CRC over the pseudo-LRH and the masked IP, UDP and BTH headers at
-/// the start of `packet`, and the offset of the first byte after the BTH.
-fn masked_headers(packet: &[u8], update: Update) -> Option<(Crc, usize)> {
-    let mut ip = [0u8; 60];
-    let first = *packet.first()?;
-    let ip_len = match first >> 4 {
-        4 => {
-            let ihl = usize::from(first & 0x0F) * 4;
-            if !(20..=60).contains(&ihl) {
-                return None;
-            }
-            let h = packet.get(..ihl)?;
-            ip[..ihl].copy_from_slice(h);
+/// Bytes of the pseudo-LRH, and the most an IP header has.
+const PSEUDO_LRH_LEN: usize = 8;
+const IP_MAX: usize = 60;
+/// Room after the masked BTH for the extension headers a caller holds with
+/// it (`check_parts`): the longest a packet has (RETH and immediate, 20;
+/// AtomicETH, 28) fits.
+const EXTENSION_ROOM: usize = 32;
+
+/// The pseudo-LRH and the masked IP, UDP and BTH headers of a packet, one
+/// after the other: the ICRC's first bytes in one buffer, so that the CRC
+/// takes them in one step (each step into the kernel's CRC costs more than
+/// a few dozen bytes do).
+struct Masked {
+    buf: [u8; PSEUDO_LRH_LEN + IP_MAX + UDP_LEN + BTH_LEN + EXTENSION_ROOM],
+    len: usize,
+    /// The offset in the packet of the first byte after the BTH.
+    after_bth: usize,
+}
+
+impl Masked {
+    /// The masked headers at the start of `packet`; `None` when they cannot
+    /// be a RoCEv2 packet's.
+    fn of(packet: &[u8]) -> Option<Masked> {
+        let mut m = Masked {
+            buf: [0; PSEUDO_LRH_LEN + IP_MAX + UDP_LEN + BTH_LEN + EXTENSION_ROOM],
+            len: 0,
+            after_bth: 0,
+        };
+        m.buf[..PSEUDO_LRH_LEN].fill(0xFF);
+        let first = *packet.first()?;
+        let ip_len = match first >> 4 {
+            4 => usize::from(first & 0x0F) * 4,
+            6 => 40,
+            _ => return None,
+        };
+        if !(20..=IP_MAX).contains(&ip_len) {
+            return None;
+        }
+        let after_bth = ip_len + UDP_LEN + BTH_LEN;
+        let at = PSEUDO_LRH_LEN;
+        m.buf[at..at + after_bth].copy_from_slice(packet.get(..after_bth)?);
+        let ip = &mut m.buf[at..at + ip_len];
+        if first >> 4 == 4 {
             ip[1] = 0xFF; // type of service (DSCP, ECN)
             ip[8] = 0xFF; // time to live
             ip[10] = 0xFF; // header checksum
             ip[11] = 0xFF;
-            ihl
-        }
-        6 => {
-            let h = packet.get(..40)?;
-            ip[..40].copy_from_slice(h);
+        } else {
             ip[0] |= 0x0F; // traffic class (low half of byte 0) ...
             ip[1] = 0xFF; // ... and flow label
             ip[2] = 0xFF;
             ip[3] = 0xFF;
             ip[7] = 0xFF; // hop limit
-            40
         }
-        _ => return None,
-    };
-    let rest = packet.get(ip_len..)?;
-    let (udp, rest) = (rest.get(..UDP_LEN)?, rest.get(UDP_LEN..)?);
-    let bth = rest.get(..BTH_LEN)?;
-    let mut udp_m = [0u8; UDP_LEN];
-    udp_m.copy_from_slice(udp);
-    udp_m[6] = 0xFF; // checksum
-    udp_m[7] = 0xFF;
-    let mut bth_m = [0u8; BTH_LEN];
-    bth_m.copy_from_slice(bth);
-    bth_m[4] = 0xFF; // FECN, BECN, resv6a
-    let mut crc = Crc::new(update);
-    crc.update(&[0xFF; 8]); // the pseudo-LRH
-    crc.update(&ip[..ip_len]);
-    crc.update(&udp_m);
-    crc.update(&bth_m);
-    Some((crc, ip_len + UDP_LEN + BTH_LEN))
+        let udp = at + ip_len;
+        m.buf[udp + 6] = 0xFF; // UDP checksum
+        m.buf[udp + 7] = 0xFF;
+        m.buf[udp + UDP_LEN + 4] = 0xFF; // BTH: FECN, BECN, resv6a
+        m.len = at + after_bth;
+        m.after_bth = after_bth;
+        Some(m)
+    }
+
+    /// Append `more` when it fits (false: it does not; nothing changed).
+    fn append(&mut self, more: &[u8]) -> bool {
+        let Some(room) = self.buf.get_mut(self.len..self.len + more.len()) else {
+            return false;
+        };
+        room.copy_from_slice(more);
+        self.len += more.len();
+        true
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
 }
 
 /// Whether a packet held in parts carries a valid ICRC: `headers` from the
@@ -92,10 +123,18 @@ pub(crate) fn check_parts(
     trailer: [u8; ICRC_LEN],
     update: Update,
 ) -> bool {
-    let Some((mut crc, at)) = masked_headers(headers, update) else {
+    let Some(mut m) = Masked::of(headers) else {
         return false;
     };
-    crc.update(headers.get(at..).unwrap_or(&[]));
+    let mut crc = Crc::new(update);
+    // The extension headers go with the masked ones, in the same step.
+    let rest = headers.get(m.after_bth..).unwrap_or(&[]);
+    if m.append(rest) {
+        crc.update(m.bytes());
+    } else {
+        crc.update(m.bytes());
+        crc.update(rest);
+    }
     for piece in body {
         crc.update(piece);
     }

@@ -155,7 +155,7 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         return;
     }
     let mut after = After::default();
-    {
+    let pump = {
         let mut s = qp.inner.lock();
         // A connected QP takes packets from its peer's address only.
         if svc != Service::Ud && s.attrs.av.map(|av| av.dgid) != Some(meta.src) {
@@ -165,10 +165,18 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         let mtu = qp.mtu(&s, ndev);
         if rules::request_kind(pkt.hdr.bth.opcode).is_some() {
             qp.on_request(&mut s, dev, pkt, meta, mtu, &mut after);
+            // A request changes nothing the requester waits for: pump only
+            // for the responses it queued (most packets of a long WRITE or
+            // SEND ask for none, and a pump costs two more lock rounds).
+            s.eng.resp.has_responses()
         } else {
+            // A response may open the window, complete or call for a resend.
             qp.on_response(&mut s, dev, pkt, mtu, &mut after);
+            true
         }
-    }
+    };
     qp.after(after);
-    qp.kick(crate::transport::Pumper::Packet);
+    if pump {
+        qp.kick(crate::transport::Pumper::Packet);
+    }
 }

@@ -7,6 +7,8 @@
 #                   kmemleak ...; builds that kernel once, about 45 min)
 #   make bench      rxe, siw, softrnic_roce and softrnic_iwarp side by side in one VM:
 #                   Documentation/benchmarks.{md,csv,svg} (slow; BENCH_ROUNDS=1 BENCH_QUICK=quick to try it)
+#   make profile    where the CPU goes in one scenario, per implementation (perf and the
+#                   C shims' times; PROFILE="send_lat sr siw", default "write_bw sr rxe")
 #   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
 SHELL := /bin/bash
 REPO := $(CURDIR)
@@ -17,12 +19,12 @@ ifndef SOFTRNIC_T0
 export SOFTRNIC_T0 := $(shell date +%s)
 endif
 
-.PHONY: all setup module provider run check check-host check-slow check-debug bench clean modules-direct provider-direct
+.PHONY: all setup module provider run check check-host check-slow check-debug bench profile clean modules-direct provider-direct
 
 ifeq ($(KDIR)$(filter 0,$(shell id -u)),)
 # Not root: the build root, its chroot and QEMU's exports need root, so ask
 # sudo for it (as root, nothing changes).
-all setup module provider run check check-host check-slow check-debug bench clean:
+all setup module provider run check check-host check-slow check-debug bench profile clean:
 	@command -v sudo >/dev/null || { echo "softrnic: 'make $@' needs root (debootstrap, chroot, QEMU): run it as root"; exit 1; }
 	sudo -E $(MAKE) $@
 
@@ -60,6 +62,9 @@ check-debug: all
 
 bench: all
 	@bash scripts/bench $(BENCH_ROUNDS) $(BENCH_QUICK)
+
+profile: all
+	@bash scripts/profile $(PROFILE)
 
 # Inside the build root (scripts/build) or against a user's KDIR.
 modules-direct:

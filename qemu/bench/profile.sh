@@ -1,0 +1,126 @@
+# `make profile`, inside the VM: where the CPU goes while a pair of devices
+# of one type (rxe, siw, sr = softrnic_roce, sw = softrnic_iwarp) runs one
+# perftest scenario, two namespaces apart (lib_pairs.sh, as the bench).
+#   qemu/run --timeout S qemu/bench/profile.sh [SCENARIO] [TYPE...]
+# SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default) or send_lat
+# (ib_send_lat, 8 B).  TYPE: default "sr rxe".
+#
+# For each type it prints the CPU use (vmstat), a perf profile of the whole
+# run (cpu-clock samples: by command and library, then by symbol) and, for
+# softrnic, the time spent in its C shims (function_graph on glue/*.c: the
+# Rust code has no ftrace entry points, but every packet passes the shims,
+# and a shim's duration includes the Rust it calls back).  Read them knowing:
+#  - cpu-clock is a timer interrupt (TCG has no PMU, so no NMI): time spent
+#    with interrupts off is sampled where they come back on, i.e. at
+#    `_raw_spin_unlock_irq_enable` (SpinLockIrq) or `..._irqrestore`;
+#  - the shim durations include function_graph's own cost (about a
+#    microsecond per traced call under TCG), and the traced run is slower;
+#  - on a busy host (a kernel build beside the VM) the samples landed in the
+#    idle task while vmstat showed both CPUs busy: profile on an idle host.
+. /src/qemu/tests/lib.sh
+. /src/qemu/tests/lib_pairs.sh
+
+SCEN=${1:-write_bw}
+[ $# -gt 0 ] && shift
+TYPES=${*:-sr rxe}
+NS_A=pa VETH_A=pa0 IP_A=10.78.0.1 IP6_A=fd78::1
+NS_B=pb VETH_B=pb0 IP_B=10.78.0.2 IP6_B=fd78::2
+DEV_A=prof_a DEV_B=prof_b
+SRV_BIND=$IP_A
+T=180
+PORT=7700
+TR=/sys/kernel/tracing
+# The glue's C functions a packet passes: receive (the UDP encapsulation
+# handler, which runs the whole receive path), transmit (and, over veth, the
+# peer's receive in the softirq it raises), skb allocation, headers, ICRC,
+# table lookups, page maps, deferral.
+SHIMS="softrnic_udp_encap_recv softrnic_skb_xmit softrnic_skb_alloc softrnic_skb_push_headers
+  softrnic_skb_pieces softrnic_skb_free softrnic_crc32_le softrnic_crc32c softrnic_table_get
+  softrnic_kmap softrnic_port_netdev softrnic_work_queue softrnic_timer_arm
+  softrnic_tcp_send softrnic_tcp_read softrnic_tcp_data_ready process_one_work"
+
+command -v perf >/dev/null || { echo "FAIL no perf in the guest (scripts/profile installs linux-perf)"; exit 1; }
+modprobe rdma_ucm
+mountpoint -q $TR || mount -t tracefs nodev $TR
+
+# scenario: the perftest run (client in the foreground).
+scenario() {
+    case $SCEN in
+    write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
+    send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat)"; exit 1 ;;
+    esac
+}
+
+# figure: the client's result line.
+figure() {
+    case $SCEN in
+    write_bw) awk '/BW peak/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { print "MiB/s (perftest average):", $4; exit }' /tmp/cli.out ;;
+    send_lat) awk 'index($0, "t_typical") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print "us typical", $5, "p99", $8; exit }' /tmp/cli.out ;;
+    esac
+}
+
+# shim_times: per traced function, total time, calls and time per call,
+# from function_graph's output (leaf lines "f();" and closing "} /* f */").
+shim_times() {
+    awk -F'|' '/ us +\|/ && (/\(\);/ || /\/\*/) {
+        d = $1; sub(/^.*\) */, "", d); gsub(/[^0-9.]/, "", d)
+        f = $NF; sub(/.*\/\* */, "", f); gsub(/[ ;()*\/}]/, "", f); sub(/\[.*/, "", f)
+        n[f]++; t[f] += d }
+      END { for (f in n) printf "%10.0f us %8d calls %8.2f us/call  %s\n", t[f], n[f], t[f] / n[f], f }' "$1" |
+        sort -rn | head -n 20
+}
+
+rc=0
+for TYPE in $TYPES; do
+    TYPE_A=$TYPE TYPE_B=$TYPE PAIR=$TYPE:$TYPE
+    echo "=== $TYPE: $SCEN"
+    setup_pair $TYPE $TYPE || { echo "FAIL $TYPE: setup"; rc=1; teardown_pair; continue; }
+    # 1. perf over the whole run (started first: started mid-run under
+    # load it missed the traffic), at high priority with a large buffer so
+    # the busy engine cannot starve its reader.
+    vmstat 1 > /tmp/vmstat.out &
+    VM=$!
+    nice -n -20 perf record -q -m 2048 -e cpu-clock -a -g -F 499 -o /tmp/prof.data > /tmp/perf.out 2>&1 &
+    PERF=$!
+    ( scenario ) > /tmp/run.out 2>&1
+    src=$?
+    kill -INT $PERF; wait $PERF
+    kill $VM; wait $VM 2>/dev/null
+    [ $src = 0 ] || { echo "FAIL $TYPE: the run failed"; tail -n 20 /tmp/run.out; rc=1; teardown_pair; continue; }
+    figure
+    echo "-- CPU (vmstat: us sy id, the busiest 8 seconds)"
+    awk '$1 ~ /^[0-9]+$/ { print $(NF-5), $(NF-4), $(NF-3) }' /tmp/vmstat.out | sort -n -k3 | head -n 8 | tr '\n' ';'
+    echo
+    R="perf report -i /tmp/prof.data --stdio --no-children -g none"
+    echo "-- by command and library"
+    $R --sort comm,dso --percent-limit 1 2>/dev/null | grep -v '^#' | grep . | head -n 15
+    echo "-- by symbol"
+    $R --sort sym --percent-limit 0.4 2>/dev/null | grep -v '^#' | grep . | head -n 40
+    # Samples taken when interrupts came back on stand for the time they
+    # were off: who turned them back on (the caller of the unlock).
+    echo "-- interrupts-off time, by the function that ended it"
+    perf report -i /tmp/prof.data --stdio --no-children --sort sym -G --percent-limit 2 \
+        -S _raw_spin_unlock_irq_enable,_raw_spin_unlock_irqrestore 2>/dev/null |
+        grep -v '^#' | grep . | head -n 50
+    # 2. softrnic only: the shims' durations over 2 s of a second run.
+    if [ $TYPE = sr ] || [ $TYPE = sw ]; then
+        : > $TR/set_ftrace_filter
+        for f in $SHIMS; do echo $f >> $TR/set_ftrace_filter 2>/dev/null; done
+        echo function_graph > $TR/current_tracer
+        echo funcgraph-tail > $TR/trace_options
+        echo 16384 > $TR/buffer_size_kb
+        echo 0 > $TR/tracing_on
+        echo > $TR/trace
+        ( sleep 4; echo 1 > $TR/tracing_on; sleep 2; echo 0 > $TR/tracing_on ) &
+        TRACER=$!
+        ( scenario ) > /tmp/run.out 2>&1 || { echo "FAIL $TYPE: the traced run failed"; rc=1; }
+        wait $TRACER
+        echo "-- C shims, 2 s of a traced run ($(figure))"
+        shim_times $TR/trace
+        echo nop > $TR/current_tracer
+        : > $TR/set_ftrace_filter
+    fi
+    teardown_pair
+done
+exit $rc

@@ -162,13 +162,19 @@ gid1() { ibv_devinfo -v -d $1 | grep 'GID\[' | grep '::ffff:' | head -n 1 | sed 
 # the test ends them (or `timeout` does, after 40 s).  A count of messages,
 # not perftest's -D, which times itself by its own clock: on the debug
 # kernel (2026-11-26) two "-D 30" clients had already ended when the test
-# looked, 2 s after their header line (294 and 351 messages done).
+# looked, 2 s after their header line (294 and 351 messages done).  On a
+# slower kernel the QPs get lib_pairs.sh's 4.3 s local ACK timeout (-u 20):
+# with perftest's 67 ms the debug kernel's clients ended in RETRY_EXC_ERR
+# (status 12) after about 3800 writes, before the teardown they were for.
 bw_pair() {
     PORT=$((PORT + 1))
-    ip netns exec ha timeout $((40 * SLOW)) stdbuf -oL $1 -d hx0 -x $(gid1 hx0) -n 100000 -p $PORT > /tmp/bw_s.out 2>&1 &
+    prog=$1
+    set -- -n 100000 -p $PORT
+    [ "$SLOW" -gt 1 ] && set -- "$@" -u 20
+    ip netns exec ha timeout $((40 * SLOW)) stdbuf -oL $prog -d hx0 -x $(gid1 hx0) "$@" > /tmp/bw_s.out 2>&1 &
     S=$!
     wait_for "ip netns exec ha ss -Hltn 'sport = :$PORT' | grep -q ." 100 || fail "server not listening"
-    ip netns exec hb timeout $((40 * SLOW)) stdbuf -oL $1 -d hy0 -x $(gid1 hy0) -n 100000 -p $PORT 10.88.0.1 > /tmp/bw_c.out 2>&1 &
+    ip netns exec hb timeout $((40 * SLOW)) stdbuf -oL $prog -d hy0 -x $(gid1 hy0) "$@" 10.88.0.1 > /tmp/bw_c.out 2>&1 &
     C=$!
     if ! wait_for 'grep -q "#bytes" /tmp/bw_c.out' 150; then
         cat /tmp/bw_s.out /tmp/bw_c.out

@@ -181,7 +181,13 @@ bw_pair() {
         fail "no traffic started"
     fi
     sleep 2
-    kill -0 $S && kill -0 $C || { cat /tmp/bw_s.out /tmp/bw_c.out; fail "traffic ended early"; }
+    kill -0 $S && kill -0 $C && return 0
+    # Which end, and the end of each output (the runner keeps a failure's
+    # last lines only, which were the client's header).
+    gone=; kill -0 $S 2>/dev/null || gone="server"; kill -0 $C 2>/dev/null || gone="$gone client"
+    tail -n 6 /tmp/bw_s.out | sed 's/^/server: /'
+    tail -n 6 /tmp/bw_c.out | sed 's/^/client: /'
+    fail "traffic ended early ($gone exited)"
 }
 PORT=18700
 qps_of() { rdma resource show qp link $1/1 | grep -v 'type GSI' | grep -c lqpn; }

@@ -55,8 +55,8 @@ scenario() {
 # figure: the client's result line.
 figure() {
     case $SCEN in
-    write_bw) awk '/BW peak/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { print "MiB/s (perftest average):", $4; exit }' /tmp/cli.out ;;
-    send_lat) awk 'index($0, "t_typical") { t = 1; next } t && $1 ~ /^[0-9]+$/ { print "us typical", $5, "p99", $8; exit }' /tmp/cli.out ;;
+    write_bw) echo "MiB/s (perftest average): $(column 'BW average' 4)" ;;
+    send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
     esac
 }
 

@@ -129,10 +129,9 @@ pub(crate) fn check_parts(
     let mut crc = Crc::new(update);
     // The extension headers go with the masked ones, in the same step.
     let rest = headers.get(m.after_bth..).unwrap_or(&[]);
-    if m.append(rest) {
-        crc.update(m.bytes());
-    } else {
-        crc.update(m.bytes());
+    let appended = m.append(rest);
+    crc.update(m.bytes());
+    if !appended {
         crc.update(rest);
     }
     for piece in body {

@@ -150,15 +150,21 @@ t_mckey() {
 # A softrnic client writes into its mapped send ring and rings the doorbell
 # (an empty POST_SEND, counted in `doorbells`) only while the engine is
 # idle; while writes await their ACKs it is busy and picks up new ones
-# itself: a few doorbells per run, not one per write.
+# itself.  How often the engine goes idle depends on where the scheduler
+# puts the poster and the engine (on one CPU the engine finishes each write
+# before perftest posts the next: 117 and 128 idle periods in two runs of
+# 2026-11-26, 1 to 12 otherwise), so the rule is the protocol's: each idle
+# period (`engine_idle`, counted when the engine sets the flag) lets the
+# one posting thread ring once, as the doorbell clears the flag.  More
+# doorbells than idle periods are posts to a busy engine that rang.
 t_write_bw() {
     n=$((300 / SLOW))
-    [ $TYPE_B = sr ] && d0=$(counter $DEV_B doorbells)
+    [ $TYPE_B = sr ] && d0=$(counter $DEV_B doorbells) i0=$(counter $DEV_B engine_idle)
     bw_test ib_write_bw 18611 -n $n
     [ $TYPE_B = sr ] || return 0
-    d=$(($(counter $DEV_B doorbells) - d0))
-    [ $d -le $((n / 10)) ] || fail "$d doorbells for $n writes: posts to a busy engine rang"
-    result "$bw${unit:-MB}/s, $d doorbells for $n writes"
+    d=$(($(counter $DEV_B doorbells) - d0)) i=$(($(counter $DEV_B engine_idle) - i0))
+    [ $d -le $i ] || fail "$d doorbells for $i idle periods of the engine ($n writes): posts to a busy engine rang"
+    result "$bw${unit:-MB}/s, $d doorbells, $i idle periods for $n writes"
 }
 t_read_bw() { bw_test ib_read_bw 18612 -n $((300 / SLOW)); }
 t_send_bw() { bw_test ib_send_bw 18613 -n $((300 / SLOW)); }

@@ -59,12 +59,18 @@ pub(crate) enum Counter {
     /// engine (it rings only while the engine is idle; posts to a busy
     /// engine are stores to the mapped ring alone).
     Doorbells,
+    /// Idle periods: times a QP's engine set `QUEUE_ENGINE_IDLE` (at
+    /// creation, when its pump found nothing left to do, or in a state
+    /// that does not send), each of which lets its provider ring once
+    /// (the doorbell clears the flag before it returns).  So `doorbells`
+    /// never exceeds it for single-threaded posters.
+    EngineIdle,
     /// RoCE: packets whose payload was read in place from the page
     /// fragments the network stack kept it in (never linearised).
     RxPaged,
 }
 
-pub(crate) const COUNTERS: usize = 23;
+pub(crate) const COUNTERS: usize = 24;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"tx_packets",
     c"rx_packets",
@@ -88,6 +94,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"iw_mpa_rejects",
     c"iw_mpa_timeouts",
     c"doorbells",
+    c"engine_idle",
     c"rx_paged",
 ];
 
@@ -217,7 +224,11 @@ impl Qp {
             here
         });
         if !done {
-            self.schedule();
+            let s = self.inner.lock();
+            if by == Pumper::Doorbell {
+                self.doorbell_heard(&s);
+            }
+            self.queue_work(s.eng.dying);
         }
     }
 

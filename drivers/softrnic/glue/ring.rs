@@ -160,9 +160,10 @@ impl Ring {
             .load(Ordering::Relaxed)
     }
 
-    pub(crate) fn set_kernel_flags(&self, bits: u32) {
+    /// Sets `bits` in the kernel's flags; returns the flags before.
+    pub(crate) fn set_kernel_flags(&self, bits: u32) -> u32 {
         self.word(core::mem::offset_of!(QueueHeader, kernel_flags))
-            .fetch_or(bits, Ordering::Release);
+            .fetch_or(bits, Ordering::Release)
     }
 
     /// Write a WQE into slot `index`: its header, then its Sges or inline

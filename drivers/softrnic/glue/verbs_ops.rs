@@ -765,6 +765,8 @@ pub(super) unsafe extern "C" fn create_qp(
             d.verbs().uncharge(Kind::Qp);
             return Err(e);
         }
+        // Born with QUEUE_ENGINE_IDLE set: its first idle period.
+        d.counters().bump(crate::engine::Counter::EngineIdle);
         // SAFETY: fully built; valid until destroy_qp erases it and drains
         // its references.
         unsafe { d.verbs().qps.publish(qpn, p) };

@@ -303,6 +303,25 @@ impl Qp {
         s.attrs = QpAttrs::default();
     }
 
+    /// The engine stops looking at the send queue: set `QUEUE_ENGINE_IDLE`,
+    /// from which the provider rings after a post; a new idle period is
+    /// counted (`engine_idle`).
+    pub(crate) fn engine_idle(&self, s: &QpInner) {
+        if s.sq.set_kernel_flags(abi::QUEUE_ENGINE_IDLE) & abi::QUEUE_ENGINE_IDLE == 0 {
+            self.dev().counters().bump(crate::engine::Counter::EngineIdle);
+        }
+    }
+
+    /// A doorbell whose pump another context runs or the work item will
+    /// (under the QP lock, so that pump is still to look at the producer):
+    /// posts from now on need no doorbell.  Not in a state that does not
+    /// send, whose posts must ring (see `enter`).
+    pub(crate) fn doorbell_heard(&self, s: &QpInner) {
+        if s.state.sends() {
+            s.sq.clear_kernel_flags(abi::QUEUE_ENGINE_IDLE);
+        }
+    }
+
     /// Move to `next` (already validated), with the side effects the IBTA
     /// asks for; events are raised by `after`.
     pub(crate) fn enter(&self, s: &mut QpInner, next: QpState, after: &mut After) {
@@ -311,7 +330,7 @@ impl Qp {
         if !next.sends() {
             // No pump sends in this state: the provider must ring after a
             // post (an ERR QP flushes it), see `Qp::settle`.
-            s.sq.set_kernel_flags(abi::QUEUE_ENGINE_IDLE);
+            self.engine_idle(s);
         }
         match next {
             QpState::Rtr if cur == QpState::Init => s.eng.resp.restart(s.attrs.rq_psn),

@@ -729,11 +729,18 @@ impl Qp {
     pub(crate) fn iwarp_pump(&self, by: Pumper) {
         {
             let mut s = self.inner.lock();
-            let Some(st) = s.iw.as_deref_mut() else {
+            let rts = s.state == QpState::Rts;
+            let QpInner { iw, sq, .. } = &mut *s;
+            let Some(st) = iw.as_deref_mut() else {
                 return;
             };
             if st.pumping {
                 st.again = true;
+                if by == Pumper::Doorbell && rts {
+                    // That pump looks at the producer again: posts from
+                    // now on need no doorbell (see `Qp::doorbell_heard`).
+                    sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                }
                 return;
             }
             st.pumping = true;
@@ -782,7 +789,7 @@ impl Qp {
                 return false;
             }
         }
-        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        self.engine_idle(s);
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         rts && s.sq.producer() != seen
     }

@@ -92,7 +92,7 @@ impl Qp {
         if sends && (s.eng.req.timer_on || s.eng.req.outstanding()) {
             return false;
         }
-        s.sq.set_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+        self.engine_idle(s);
         core::sync::atomic::fence(core::sync::atomic::Ordering::SeqCst);
         sends && s.sq.producer() != seen
     }
@@ -122,6 +122,9 @@ impl Qp {
                 if first {
                     if s.eng.pumping {
                         s.eng.again = true;
+                        if by == Pumper::Doorbell {
+                            self.doorbell_heard(&s);
+                        }
                         return;
                     }
                     s.eng.pumping = true;

@@ -308,7 +308,9 @@ impl Qp {
     /// counted (`engine_idle`).
     pub(crate) fn engine_idle(&self, s: &QpInner) {
         if s.sq.set_kernel_flags(abi::QUEUE_ENGINE_IDLE) & abi::QUEUE_ENGINE_IDLE == 0 {
-            self.dev().counters().bump(crate::engine::Counter::EngineIdle);
+            self.dev()
+                .counters()
+                .bump(crate::engine::Counter::EngineIdle);
         }
     }
 

@@ -41,8 +41,12 @@ set -- test_valid_packets_are_delivered test_fragmented_packet_is_delivered \
     test_fuzzed_packets test_fuzzed_packets_every_qp_state test_kill_9_during_traffic test_link_del_during_traffic \
     test_rmmod_during_traffic test_netdev_del_during_traffic test_netns_del_during_traffic \
     test_thousands_of_objects test_fork_after_registration test_unload_leaves_nothing
-[ -n "$only" ] && set -- $only
-if [ -n "$only" ]; then plan $#; else plan $(( $# + $(grep -c "^check('" $T/transport_errors.py) )); fi
+if [ -n "$only" ]; then
+    set -- $only
+    plan $#
+else
+    plan $(( $# + $(grep -c "^check('" $T/transport_errors.py) ))
+fi
 net_setup || exit 1
 
 # counter NAME: the current value of one of hx0's counters.
@@ -154,6 +158,10 @@ td_setup() {
     # What a failed test before left running (its bandwidth tools, its
     # traffic process) would stand in this test's way.
     pkill -x ib_write_bw; pkill -x ib_send_bw; pkill -x ib_read_bw; pkill -f teardown_traffic.py
+    # So would the injection tests' target QPs on hx0, which
+    # test_target_qps_saw_only_valid_packets ends (not run under `only=`).
+    kill -0 $TARGET 2>/dev/null && echo done >&3
+    wait_for "! kill -0 $TARGET"
     wait_for '! pgrep -x ib_write_bw && ! pgrep -x ib_send_bw && ! pgrep -x ib_read_bw'
     net_setup || fail "network setup failed"
     rdma link show hy0/1 >/dev/null 2>&1 || ip netns exec hb rdma link add hy0 type softrnic_roce netdev hb0
@@ -211,7 +219,7 @@ test_kill_9_during_traffic() {
     gone="[ \$(qps_of hx0) = 0 ] && [ \$(qps_of hy0) = 0 ]"
     wait_for "$gone" && return 0
     # Left: are they late (how late) or there for good?  (On the debug
-    # kernel, 2026-11-26, they outlasted the 40 s x SLOW.)
+    # kernel, 2026-11-26, they outlasted the first wait's 10 s x SLOW.)
     rdma resource show qp | grep -v 'type GSI'
     wait_for "$gone" 600
     fail "QPs left after kill -9: $(qps_of hx0) on hx0, $(qps_of hy0) on hy0, $(($(date +%s) - t0)) s after the programs ended"

@@ -152,8 +152,9 @@ t_mckey() {
 # idle; while writes await their ACKs it is busy and picks up new ones
 # itself.  How often the engine goes idle depends on where the scheduler
 # puts the poster and the engine (on one CPU the engine finishes each write
-# before perftest posts the next: 117 and 128 idle periods in two runs of
-# 2026-11-26, 1 to 12 otherwise), so the rule is the protocol's: each idle
+# before perftest posts the next: 117 and 128 doorbells in two runs of
+# 2026-11-26, 300 doorbells for 303 idle periods in a probe, 1 to 12
+# doorbells otherwise), so the rule is the protocol's: each idle
 # period (`engine_idle`, counted when the engine sets the flag) lets the
 # one posting thread ring once, as the doorbell clears the flag.  More
 # doorbells than idle periods are posts to a busy engine that rang.

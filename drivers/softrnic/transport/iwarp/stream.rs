@@ -729,17 +729,15 @@ impl Qp {
     pub(crate) fn iwarp_pump(&self, by: Pumper) {
         {
             let mut s = self.inner.lock();
-            let rts = s.state == QpState::Rts;
-            let QpInner { iw, sq, .. } = &mut *s;
-            let Some(st) = iw.as_deref_mut() else {
+            let Some(st) = s.iw.as_deref_mut() else {
                 return;
             };
             if st.pumping {
                 st.again = true;
-                if by == Pumper::Doorbell && rts {
+                if by == Pumper::Doorbell && s.state == QpState::Rts {
                     // That pump looks at the producer again: posts from
                     // now on need no doorbell (see `Qp::doorbell_heard`).
-                    sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
+                    s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
                 }
                 return;
             }

@@ -209,6 +209,18 @@ bw_pair() {
     tail -n 6 /tmp/bw_c.out | sed 's/^/client: /'
     fail "traffic ended early after $(($(date +%s) - t0)) s: $gone exited"
 }
+# let_go WHAT PID...: the programs get 30 s x SLOW to end after WHAT, then
+# are stopped (perftest polls a dead CQ until its own end: 2026-11-27, a
+# client still ran 600 s after its device was deleted); says which.
+let_go() {
+    what=$1; shift
+    t0=$(date +%s) left=
+    wait_for "! { $(for p in "$@"; do printf 'kill -0 %s 2>/dev/null || ' $p; done) false; }" 150 ||
+        left=" (still running: stopped)"
+    echo "# $what: the programs ended $(($(date +%s) - t0)) s later$left"
+    kill "$@" 2>/dev/null
+    wait "$@"
+}
 PORT=18700
 qps_of() { rdma resource show qp link $1/1 | grep -v 'type GSI' | grep -c lqpn; }
 
@@ -230,9 +242,11 @@ test_link_del_during_traffic() {
     td_setup
     bw_pair ib_send_bw
     ip netns exec hb rdma link del hy0 || fail "link del failed"
-    # The client's device is gone; the server would wait for messages that
-    # cannot come until its timeout.
-    wait $C; kill $S 2>/dev/null; wait $S
+    # The client's device is gone: perftest may go on polling its dead CQ
+    # (it is not softrnic's to end it), so it gets 30 s x SLOW, then is
+    # stopped; the server would wait for messages that cannot come.
+    let_go "the client's device went" $C
+    kill $S 2>/dev/null; wait $S
     rdma link show hy0/1 2>/dev/null && fail "hy0 still there"
     wait_for "[ \$(qps_of hx0) = 0 ]" 150 || fail "hx0 QPs left"
 }
@@ -240,14 +254,15 @@ test_link_del_during_traffic() {
 # rmmod while traffic runs: ib_uverbs disassociates the open contexts
 # (softrnic offers disassociate_ucontext), so every QP, CQ and MR is
 # destroyed under the running programs and the module unloads with nothing
-# left; the programs see no more completions and end on their own.
+# left; the programs see no more completions (perftest polls on: see
+# let_go).
 test_rmmod_during_traffic() {
     td_setup
     bw_pair ib_read_bw
     rmmod softrnic || fail "rmmod failed"
     dmesg | grep -q 'softrnic: live objects at unload: ucontext=0 pd=0 cq=0 qp=0 srq=0 mr=0 mw=0 ah=0' ||
         fail "no zero-leak line: $(dmesg | grep 'softrnic: .*live objects' | tail -n 1)"
-    wait $C $S
+    let_go "the module went" $C $S
     modprobe softrnic || fail "reload failed"
 }
 

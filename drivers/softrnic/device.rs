@@ -52,6 +52,9 @@ pub(crate) struct SoftRnic {
     pub(crate) transport: Transport,
     /// RoCE: the UDP port 4791 sockets of the netdev's namespace.
     _sockets: Option<glue::net::NetNsSockets>,
+    /// iWARP: the port QPs joined by modify_qp connect to
+    /// (`transport/iwarp/join.rs`); stopped by dealloc_driver.
+    pub(crate) join: Option<kernel::sync::Arc<crate::transport::iwarp::join::JoinPort>>,
 }
 
 /// A registry entry: one live softrnic device.
@@ -122,10 +125,15 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
         })?),
         Transport::Iwarp => None,
     };
+    let join = match transport {
+        Transport::Roce => None,
+        Transport::Iwarp => Some(crate::transport::iwarp::join::JoinPort::new()?),
+    };
     let dev = IbDevice::alloc(
         SoftRnic {
             transport,
             _sockets: sockets,
+            join,
         },
         ndev,
     )?;

@@ -24,13 +24,13 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw capture"
+    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw join capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
 # a siw responder (siw never asks for it as an initiator).
 RTR_PAIRS="sw:sw siw:sw"
-RTR_TESTS="ucmatose rping rping_big rdma_server write_bw read_bw send_bw send_lat capture"
+RTR_TESTS="ucmatose rping rping_big rdma_server write_bw read_bw send_bw send_lat join capture"
 
 NS_A=ta VETH_A=ta0 IP_A=10.78.0.1 IP6_A=fd78::1
 NS_B=tb VETH_B=tb0 IP_B=10.78.0.2 IP6_B=fd78::2
@@ -197,6 +197,26 @@ rfc7306_test() { # PROGRAM PORT ARGS...
 t_write_imm_bw() { rfc7306_test ib_write_bw 18716 -R --write_with_imm -n $((300 / SLOW)); }
 t_fetch_add_bw() { rfc7306_test ib_atomic_bw 18717 -R -A FETCH_AND_ADD -n $((300 / SLOW)); }
 t_cmp_swap_bw() { rfc7306_test ib_atomic_bw 18718 -R -A CMP_AND_SWAP -n $((300 / SLOW)); }
+
+# QPs joined by modify_qp, as IB and RoCE join them (softrnic's join port,
+# drivers/softrnic/transport/iwarp/join.rs): iwarp_join.py takes a QP on each
+# device to RTS with the other's QP number and GID (index 0, the MAC: an
+# exchange first puts each end in the other's ARP table), then a SEND each way, a
+# WRITE and a READ, every byte checked.  siw joins no QPs so.
+t_join() {
+    [ "$TYPE_A:$TYPE_B" = sw:sw ] || skip "siw joins no QPs by modify_qp"
+    # (A TCP connect to a closed port: its ARP exchange is what counts.)
+    ip netns exec $NS_B python3 -c "import socket; socket.socket().connect_ex(('$IP_A', 9))"
+    ip netns exec $NS_A ip neigh show $IP_B | grep -q lladdr || fail "$IP_B not in $NS_A's ARP table"
+    out=$(cd /src/qemu/tests && timeout $((60 * SLOW)) python3 iwarp_join.py $DEV_A $DEV_B 2>&1)
+    echo "$out" | tail -n 5
+    line=$(echo "$out" | grep -E '^(OK|FAIL) ' | tail -n 1)
+    case $line in
+    OK*) result "${line#OK }" ;;
+    FAIL*) fail "${line#FAIL }" ;;
+    *) fail "iwarp_join.py gave no verdict (timed out or died)" ;;
+    esac
+}
 
 t_send_lat() {
     perftest ib_send_lat 18715 -R -n 200

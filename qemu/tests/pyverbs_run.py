@@ -4,13 +4,16 @@ print a one-line verdict plus every skip and its reason: PASS when unittest
 reports no failure and no error and at least one test ran, SKIP when every
 test of the module was skipped, FAIL otherwise.
 
-usage: pyverbs_run.py TESTS_DIR DEVICE MODULE [--iwarp] [--ref]
+usage: pyverbs_run.py TESTS_DIR DEVICE MODULE [--iwarp [--join]] [--ref]
   --iwarp  an iWARP device: use GID index 0 of port 1 (rdma-core's base.py
            skips every GID whose last 8 bytes are zero, and an iWARP GID is
            the MAC in its first 6, on siw as on softrnic, so without it
            every test that needs a port skips with "No supported port is
            up"), and skip the tests that need what iWARP does not have
            (IWARP_NOT_APPLICABLE), each with its reason
+  --join   the iWARP device joins RC QPs by modify_qp (softrnic_iwarp:
+           drivers/softrnic/transport/iwarp/join.rs): run the tests that
+           join them so (JOINED_BY_MODIFY) rather than skip them
   --ref    a reference device (siw): its verdict line reads "REF ...", not
            counted
 """
@@ -47,9 +50,32 @@ IWARP_NOT_APPLICABLE = {
         '(on iWARP the connection is ESTABLISHED at once)',
 }
 
+# Tests of QPs joined by modify_qp that assert what only IB has, skipped on
+# softrnic_iwarp (`--join`), each with its reason.
+COMPLETES_WHEN_SENT = (
+    'asserts that an RDMA WRITE or SEND the responder refuses completes in '
+    'error at the requester (IB\'s ACK/NAK); an iWARP WRITE or SEND completes '
+    'once it is sent (RFC 5040): the refusal comes back as a TERMINATE that '
+    'ends the stream, after that completion')
+JOINED_IB_ONLY = {
+    **{name: COMPLETES_WHEN_SENT for name in (
+        'test_mr_rereg_addr', 'test_mr_rereg_pd', 'test_mr_rereg_access_bad_flow',
+        'test_invalidate_mw_type1', 'test_mw_type2_invalidate_dealloc',
+        'test_mw_type2_invalidate_local', 'test_mw_type2_invalidate_remote',
+        'test_qp_ex_rc_bind_mw')},
+    'test_atomic_invalid_qp_access':
+        'asserts IB\'s QP-level remote atomic enable; RFC 7306 atomics are granted '
+        'per STag, and rdma_cm gives an iWARP QP remote read and write only, so '
+        'a QP-level check would refuse every atomic over rdma_cm',
+    'test_qp_ex_rc_send_imm':
+        'SEND with immediate: RFC 7306 carries immediate data only in a message '
+        'of its own (softrnic sends it after a WRITE: WRITE with immediate)',
+}
+
 tests_dir, dev, module = sys.argv[1:4]
 flags = sys.argv[4:]
 iwarp = '--iwarp' in flags
+joins = '--join' in flags
 ref = 'REF ' if '--ref' in flags else ''
 sys.path.insert(0, tests_dir)
 os.chdir(tests_dir)
@@ -72,10 +98,12 @@ loaded = unittest.defaultTestLoader.loadTestsFromName(f'tests.{module}', tests)
 kept = unittest.TestSuite()
 for t in flatten(loaded):
     name = t.id().rsplit('.', 1)[-1]
-    if iwarp and name in IWARP_NOT_APPLICABLE:
+    why = IWARP_NOT_APPLICABLE.get(name) if iwarp else None
+    if why == JOINED_BY_MODIFY and joins:
+        why = JOINED_IB_ONLY.get(name)
+    if why:
         # Still run, as a skip with its reason (unittest counts it).
-        setattr(type(t), name,
-                unittest.skip(f'not on iWARP: {IWARP_NOT_APPLICABLE[name]}')(getattr(type(t), name)))
+        setattr(type(t), name, unittest.skip(f'not on iWARP: {why}')(getattr(type(t), name)))
     kept.addTest(t)
 res = unittest.TextTestRunner(stream=open(os.devnull, 'w'), verbosity=0).run(kept)
 # A module whose tests were all skipped tested nothing: SKIP, not PASS.

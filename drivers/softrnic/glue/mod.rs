@@ -345,6 +345,22 @@ impl NetDevice {
         mac
     }
 
+    /// The netdev's primary IPv4 address.
+    pub(crate) fn ipv4(&self) -> Option<[u8; 4]> {
+        let mut a = [0u8; 4];
+        // SAFETY: as above; `a` has room for an IPv4 address.
+        unsafe { bindings::softrnic_netdev_ipv4(self.0.as_ptr(), a.as_mut_ptr()) }.then_some(a)
+    }
+
+    /// The IPv4 address this netdev's ARP table gives `mac`.
+    pub(crate) fn neigh_ipv4(&self, mac: &[u8; 6]) -> Option<[u8; 4]> {
+        let mut a = [0u8; 4];
+        // SAFETY: as above; `mac` and `a` are the sizes the shim reads and
+        // writes.
+        unsafe { bindings::softrnic_neigh_ipv4(self.0.as_ptr(), mac.as_ptr(), a.as_mut_ptr()) }
+            .then_some(a)
+    }
+
     pub(crate) fn name_bytes(&self) -> &[u8] {
         // SAFETY: as above; netdev_name returns a NUL-terminated string inside
         // the netdev.

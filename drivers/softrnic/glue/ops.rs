@@ -271,6 +271,10 @@ unsafe extern "C" fn disassociate_ucontext(_uctx: *mut b::ib_ucontext) {}
 unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
     // SAFETY: called once by ib_dealloc_device on a live device of ours.
     let d = unsafe { dev(ib) };
+    // Join requests waiting for QPs go before the QP table does.
+    if let Some(port) = &d.driver().join {
+        port.stop();
+    }
     // SAFETY: every object is gone (ib_core destroyed them at unregister).
     unsafe { d.verbs().destroy() };
     device::forget(&d);

@@ -5,6 +5,8 @@
  * the module aliases.  No protocol or object logic lives here.
  */
 #include "shim.h"
+#include <net/arp.h>
+#include <net/neighbour.h>
 
 MODULE_ALIAS_RDMA_LINK("softrnic_roce");
 MODULE_ALIAS_RDMA_LINK("softrnic_iwarp");
@@ -169,6 +171,60 @@ const char *softrnic_netdev_name(const struct net_device *ndev)
 void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6])
 {
 	ether_addr_copy(mac, ndev->dev_addr);
+}
+
+/* The netdev's primary IPv4 address into `addr`; false if it has none. */
+bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
+{
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	bool found = false;
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(ndev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (ifa->ifa_flags & IFA_F_SECONDARY)
+				continue;
+			memcpy(addr, &ifa->ifa_local, 4);
+			found = true;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return found;
+}
+
+struct softrnic_neigh_search {
+	const struct net_device *ndev;
+	const u8 *mac;
+	u8 *addr;
+	bool found;
+};
+
+static void softrnic_neigh_match(struct neighbour *n, void *cookie)
+{
+	struct softrnic_neigh_search *s = cookie;
+	u8 ha[ETH_ALEN];
+
+	if (s->found || n->dev != s->ndev || !(READ_ONCE(n->nud_state) & NUD_VALID))
+		return;
+	neigh_ha_snapshot(ha, n, n->dev);
+	if (ether_addr_equal(ha, s->mac)) {
+		memcpy(s->addr, n->primary_key, 4);
+		s->found = true;
+	}
+}
+
+/* The IPv4 address the netdev's ARP table has for `mac`; false if none. */
+bool softrnic_neigh_ipv4(struct net_device *ndev, const u8 mac[6], u8 addr[4])
+{
+	struct softrnic_neigh_search s = {
+		.ndev = ndev, .mac = mac, .addr = addr, .found = false,
+	};
+
+	neigh_for_each(&arp_tbl, softrnic_neigh_match, &s);
+	return s.found;
 }
 
 void softrnic_dev_put(struct net_device *ndev)

@@ -54,6 +54,8 @@ bool softrnic_netdev_link_up(const struct net_device *ndev);
 unsigned int softrnic_netdev_mtu(const struct net_device *ndev);
 const char *softrnic_netdev_name(const struct net_device *ndev);
 void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6]);
+bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4]);
+bool softrnic_neigh_ipv4(struct net_device *ndev, const u8 mac[6], u8 addr[4]);
 void softrnic_dev_put(struct net_device *ndev);
 int softrnic_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);
 size_t softrnic_udata_outlen(const struct ib_udata *udata);
@@ -207,6 +209,9 @@ void softrnic_tcp_work(void *ctx, struct softrnic_tcp *t);
 size_t softrnic_tcp_bytes(void *ctx, const u8 *data, size_t len);
 void softrnic_tcp_ctx_free(void *ctx);
 
+void softrnic_sockaddr_from_gid(const u8 *gid, u16 port,
+				struct sockaddr_storage *out);
+void softrnic_sockaddr_gid(const struct sockaddr_storage *a, u8 *gid);
 int softrnic_tcp_listen(struct net_device *ndev,
 			const struct sockaddr_storage *addr, bool v6only,
 			int backlog, void *ctx, struct softrnic_tcp **out);

@@ -32,6 +32,24 @@ impl Default for SockAddr {
     }
 }
 
+impl SockAddr {
+    /// `port` at the address `gid` names (IPv4 when it is IPv4-mapped).
+    pub(crate) fn from_gid(gid: &[u8; 16], port: u16) -> SockAddr {
+        let mut a = SockAddr::default();
+        // SAFETY: `gid` is 16 bytes; `a` is a sockaddr_storage to fill.
+        unsafe { b::softrnic_sockaddr_from_gid(gid.as_ptr(), port, &mut a.0) };
+        a
+    }
+
+    /// The address as a GID (IPv4-mapped for IPv4; zero when unset).
+    pub(crate) fn gid(&self) -> [u8; 16] {
+        let mut g = [0u8; 16];
+        // SAFETY: `g` has room for the 16 bytes the shim writes.
+        unsafe { b::softrnic_sockaddr_gid(&self.0, g.as_mut_ptr()) };
+        g
+    }
+}
+
 /// What a socket callback reports.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum TcpEvent {
@@ -249,6 +267,11 @@ impl Tcp {
             Err(e) if e == EAGAIN => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether `t` is this socket.
+    pub(crate) fn is(&self, t: &TcpRef<'_>) -> bool {
+        self.raw == t.raw
     }
 
     pub(crate) fn as_ref(&self) -> TcpRef<'_> {

@@ -129,6 +129,41 @@ static int softrnic_addr_len(const struct sockaddr_storage *a)
 					  sizeof(struct sockaddr_in);
 }
 
+/* `port` at the address a GID names (an IPv4-mapped GID is an IPv4
+ * address, any other an IPv6 one). */
+void softrnic_sockaddr_from_gid(const u8 *gid, u16 port,
+				struct sockaddr_storage *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (ipv6_addr_v4mapped((const struct in6_addr *)gid)) {
+		struct sockaddr_in *a = (struct sockaddr_in *)out;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons(port);
+		memcpy(&a->sin_addr.s_addr, gid + 12, 4);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)out;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons(port);
+		memcpy(&a->sin6_addr, gid, 16);
+	}
+}
+
+/* The address of `a` as a GID (IPv4-mapped for IPv4; zero for neither). */
+void softrnic_sockaddr_gid(const struct sockaddr_storage *a, u8 *gid)
+{
+	memset(gid, 0, 16);
+	if (a->ss_family == AF_INET) {
+		gid[10] = 0xff;
+		gid[11] = 0xff;
+		memcpy(gid + 12,
+		       &((const struct sockaddr_in *)a)->sin_addr.s_addr, 4);
+	} else if (a->ss_family == AF_INET6) {
+		memcpy(gid, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
+	}
+}
+
 /* A listening socket on `addr` (a wildcard address listens on every address
  * of the netdev's namespace; `v6only` for an IPv6 one that must not take
  * IPv4 connections). */

@@ -22,6 +22,7 @@ use crate::abi::{self, Cqe, SendWqe, Sge};
 use crate::glue::memory::{KernelPages, KernelVa, PinnedPages};
 use crate::glue::objects::Held;
 use crate::qp_state::{self, attr, QpState, QpType};
+use crate::transport::iwarp::join as iw_join;
 use crate::verbs::ah::{self, Ah, Av};
 use crate::verbs::cq::{self, Cq, CqState};
 use crate::verbs::mcast;
@@ -801,6 +802,22 @@ pub(super) unsafe extern "C" fn modify_qp(
     } else {
         None
     };
+    // iWARP: a destination GID names the peer of a join by modify_qp.
+    let iw_dgid = if mask & attr::AV != 0 && q.is_iwarp() {
+        if u32::from(a.ah_attr.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: `raw` is the byte view of the GID union.
+        Some(unsafe { a.ah_attr.grh.dgid.raw })
+    } else {
+        None
+    };
+    let join = match join_plan(&d, q, a, mask, iw_dgid) {
+        Ok(p) => p,
+        Err(e) => return e.to_errno(),
+    };
+    let mut joining = false;
+    let mut join_ended = None;
     let mut after = After::default();
     // iWARP: the connection a move to SQD, ERR or RESET ends (after the
     // lock; `true`: abortively).
@@ -855,7 +872,21 @@ pub(super) unsafe extern "C" fn modify_qp(
             av,
             d.limits(),
         )?;
+        if iw_dgid.is_some() {
+            s.attrs.iw_dgid = iw_dgid;
+        }
         if mask & attr::STATE != 0 {
+            if let Some(plan) = join
+                .as_ref()
+                .filter(|_| next == QpState::Rts && cur != next)
+            {
+                if s.iw.is_none() && s.join.is_none() {
+                    s.join = Some(iw_join::JoinWait::new(plan));
+                    joining = true;
+                }
+            } else if next != QpState::Rts {
+                join_ended = s.join.take();
+            }
             q.enter(&mut s, next, &mut after);
             if matches!(next, QpState::Sqd | QpState::Err | QpState::Reset) {
                 let reset = next == QpState::Reset;
@@ -868,11 +899,60 @@ pub(super) unsafe extern "C" fn modify_qp(
     if let Some((cep, reset)) = ending {
         cep.disconnect(&[], reset);
     }
+    if let Some(j) = join_ended {
+        j.end();
+    }
+    let result = match (result, join.filter(|_| joining)) {
+        (Ok(()), Some(plan)) => iw_join::start(&d, q, &plan).inspect_err(|_| {
+            // No connection will come: the QP, in RTS, would wait for ever.
+            let mut after = After::default();
+            let join = {
+                let mut s = q.inner.lock();
+                q.enter(&mut s, QpState::Err, &mut after);
+                s.join.take()
+            };
+            q.after(after);
+            if let Some(j) = join {
+                j.end();
+            }
+        }),
+        (r, _) => r,
+    };
     if result.is_ok() && mask & attr::STATE != 0 {
         // Work posted before RTS runs now.
         q.doorbell(true);
     }
     errno(result)
+}
+
+/// iWARP: the join by modify_qp (`transport/iwarp/join.rs`) a move to RTS
+/// starts, planned before the QP's lock is taken (its join port may have to
+/// start listening, which sleeps): for a QP given a destination GID, not
+/// yet connected or joining.
+fn join_plan(
+    d: &IbDevice,
+    q: &Qp,
+    a: &b::ib_qp_attr,
+    mask: u32,
+    iw_dgid: Option<[u8; 16]>,
+) -> Result<Option<iw_join::Plan>> {
+    if !q.is_iwarp() || mask & attr::STATE == 0 || a.qp_state != QpState::Rts as u32 {
+        return Ok(None);
+    }
+    let (dgid, dest, idle) = {
+        let s = q.inner.lock();
+        let dest = if mask & attr::DEST_QPN != 0 {
+            a.dest_qp_num
+        } else {
+            s.attrs.dest_qpn
+        };
+        let idle = s.state != QpState::Rts && s.iw.is_none() && s.join.is_none();
+        (iw_dgid.or(s.attrs.iw_dgid), dest, idle)
+    };
+    match dgid {
+        Some(g) if idle => iw_join::prepare(d, q.qpn(), dest, &g).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// # Safety
@@ -921,6 +1001,13 @@ pub(super) unsafe extern "C" fn query_qp(
     a.rnr_retry = t.rnr_retry;
     if let Some(av) = &t.av {
         av_to(av, &mut a.ah_attr);
+    } else if let Some(dgid) = t.iw_dgid {
+        // iWARP: the destination a join by modify_qp was given (a consumer
+        // moving the QP back to RTS with what it queried joins it again).
+        a.ah_attr = b::rdma_ah_attr::default();
+        a.ah_attr.ah_flags = b::ib_ah_flags_IB_AH_GRH as u8;
+        a.ah_attr.port_num = 1;
+        a.ah_attr.grh.dgid.raw = dgid;
     }
     let c = &q.caps;
     a.cap = b::ib_qp_cap {
@@ -973,9 +1060,16 @@ pub(super) unsafe extern "C" fn destroy_qp(
         }
         // An iWARP connection still up ends with it (what its stream
         // built still goes out).
-        let stream = (*p).inner.lock().iw.take();
+        let (stream, join) = {
+            let mut s = (*p).inner.lock();
+            (s.iw.take(), s.join.take())
+        };
         if let Some(st) = stream {
             st.cep.disconnect(st.unsent(), false);
+        }
+        // A join whose connection is not up yet: it goes.
+        if let Some(j) = join {
+            j.end();
         }
         // iw_cm lets its references go when it has handled the CLOSE
         // (or destroyed its id): until then it may still modify the QP.

@@ -48,6 +48,9 @@ pub(crate) struct QpAttrs {
     pub(crate) sqd_notify: bool,
     pub(crate) path_mig_state: u32,
     pub(crate) av: Option<Av>,
+    /// iWARP: the destination GID a modify_qp gave (a join by modify_qp,
+    /// `transport/iwarp/join.rs`).
+    pub(crate) iw_dgid: Option<[u8; 16]>,
 }
 
 #[repr(C)]
@@ -92,6 +95,9 @@ pub(crate) struct QpInner {
     pub(crate) eng: Engine,
     /// iWARP: the connection the QP runs on, once MPA setup bound it.
     pub(crate) iw: Option<KBox<crate::transport::iwarp::stream::Stream>>,
+    /// iWARP: a join by modify_qp under way (from RTS until the stream is
+    /// bound, or the QP leaves RTS).
+    pub(crate) join: Option<crate::transport::iwarp::join::JoinWait>,
 }
 
 /// The rings and caps `create` makes, before the QP object exists.
@@ -147,6 +153,7 @@ impl QpQueues {
                 rq_cons: 0,
                 eng: Engine::new(sq_slots)?,
                 iw: None,
+                join: None,
             },
             caps,
         })

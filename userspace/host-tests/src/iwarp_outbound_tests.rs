@@ -311,3 +311,51 @@ fn local_operations_wait_for_the_head_and_a_corrupt_ring_is_fatal() {
     };
     assert!(machine().emit(&P, &mut io).fatal);
 }
+
+/// A stream bound after local operations ran at the head of the queue
+/// (a bind posted before the connection was up) starts after them: each
+/// WQE runs once (a bind run twice fails: the window's key moved on).
+#[test]
+fn a_machine_started_later_takes_the_queue_from_there() {
+    let mut io = Io {
+        sq: vec![
+            OutWqe::default(),
+            OutWqe::default(),
+            wqe(MsgOp::Send, 10),
+            OutWqe::default(),
+            wqe(MsgOp::Write, 10),
+        ],
+        ..Io::default()
+    };
+    let mut m = machine();
+    m.start_at(2);
+    m.emit(&P, &mut io);
+    assert_eq!(io.locals, [3]);
+    assert_eq!(
+        io.completed,
+        [(2, wc::SUCCESS), (3, wc::SUCCESS), (4, wc::SUCCESS)]
+    );
+    assert_eq!(io.emitted.len(), 2);
+    assert_eq!(io.emitted[0].1, Source::Wqe(2));
+}
+
+/// A READ the peer refused (its TERMINATE) is done with REM_ACCESS_ERR, and
+/// what was done before it can be taken off in order, without an emit.
+#[test]
+fn a_refused_read_completes_with_remote_access_error() {
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Read, 100), wqe(MsgOp::Send, 10)],
+        ..Io::default()
+    };
+    let mut m = machine();
+    m.emit(&P, &mut io);
+    assert!(io.completed.is_empty());
+    assert_eq!(m.take_done(), None);
+    assert!(m.read_refused());
+    assert_eq!(m.reads_out(), 0);
+    assert_eq!(m.take_done(), Some((0, wc::REM_ACCESS_ERR)));
+    // The SEND after it went out, and is done too.
+    assert_eq!(m.take_done(), Some((1, wc::SUCCESS)));
+    assert_eq!(m.take_done(), None);
+    assert!(!m.read_refused());
+}

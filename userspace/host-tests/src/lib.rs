@@ -51,6 +51,8 @@ mod iwarp_fpdu_tests;
 #[cfg(test)]
 mod iwarp_inbound_tests;
 #[cfg(test)]
+mod iwarp_join_tests;
+#[cfg(test)]
 mod iwarp_mpa_tests;
 #[cfg(test)]
 mod iwarp_outbound_tests;

@@ -159,6 +159,14 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         }
     }
 
+    /// Start at send-queue index `index` (nothing sent yet): the WQEs
+    /// before it completed before the machine existed (local operations,
+    /// which run at the head of the queue while a QP has no connection).
+    pub(crate) fn start_at(&mut self, index: u32) {
+        self.head = index;
+        self.next = index;
+    }
+
     fn slot(&mut self, index: u32) -> &mut Slot {
         let n = self.slots.len();
         &mut self.slots[index as usize & n.wrapping_sub(1)]
@@ -200,6 +208,36 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         s.status = wc::SUCCESS;
         self.reads_out = self.reads_out.saturating_sub(1);
         true
+    }
+
+    /// The peer refused our oldest READ or atomic request (a TERMINATE for
+    /// a remote protection error, RFC 5040 section 7.2): it is done, with
+    /// REM_ACCESS_ERR, as an IB responder's NAK would leave it.  False if
+    /// none was awaited.
+    pub(crate) fn read_refused(&mut self) -> bool {
+        let Some(i) = self.oldest_read() else {
+            return false;
+        };
+        let s = self.slot(i);
+        s.done = true;
+        s.status = wc::REM_ACCESS_ERR;
+        self.reads_out = self.reads_out.saturating_sub(1);
+        true
+    }
+
+    /// The oldest WQE if it is done (its index and status), taken off:
+    /// for completing what is done before a flush, with no `emit` to come.
+    pub(crate) fn take_done(&mut self) -> Option<(u32, u8)> {
+        if self.head == self.next {
+            return None;
+        }
+        let h = self.head;
+        let s = *self.slot(h);
+        if !s.done {
+            return None;
+        }
+        self.head = h.wrapping_add(1);
+        Some((h, s.status))
     }
 
     /// Complete done WQEs from the head, in order.

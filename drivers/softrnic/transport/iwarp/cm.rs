@@ -27,6 +27,7 @@ use crate::engine::Counter;
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
 use crate::glue::{HeldIbDevice, IbDevice};
+use crate::iwarp::join::JoinRequest;
 use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
 use crate::qp_state::QpState;
 use crate::verbs::qp::After;
@@ -79,11 +80,14 @@ fn clamp16(v: u32) -> u16 {
 }
 
 /// A listening endpoint: its socket, and the connections it accepted
-/// whose request has not been handed to iw_cm yet.
+/// whose request has not been handed to iw_cm yet (or, on a device's join
+/// port, not yet answered).
 #[pin_data]
 pub(crate) struct Listener {
     dev: HeldIbDevice,
-    id: CmId,
+    /// iw_cm's listening id; `None` on a device's join port (see
+    /// `core/iwarp/join.rs`), whose requests go to QPs, not to iw_cm.
+    id: Option<CmId>,
     #[pin]
     sock: Mutex<Option<Tcp>>,
     #[pin]
@@ -97,9 +101,27 @@ struct Pending {
 
 /// Listen where `id` says (its mapped local address).
 pub(crate) fn listen(dev: &IbDevice, id: CmId, backlog: i32) -> Result<Arc<Listener>> {
-    let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let (local, _) = id.addrs();
     let v6only = id.afonly();
+    listen_at(dev, Some(id), &local, v6only, backlog)
+}
+
+/// Listen on the device's join port at `local` (`transport/iwarp/join.rs`).
+pub(crate) fn listen_join(dev: &IbDevice, local: &SockAddr) -> Result<Arc<Listener>> {
+    listen_at(dev, None, local, false, JOIN_BACKLOG)
+}
+
+/// The connections a join port keeps waiting for their QP at once.
+const JOIN_BACKLOG: i32 = 64;
+
+fn listen_at(
+    dev: &IbDevice,
+    id: Option<CmId>,
+    local: &SockAddr,
+    v6only: bool,
+    backlog: i32,
+) -> Result<Arc<Listener>> {
+    let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let l = Arc::pin_init(
         pin_init!(Listener {
             dev: dev.get(),
@@ -109,7 +131,7 @@ pub(crate) fn listen(dev: &IbDevice, id: CmId, backlog: i32) -> Result<Arc<Liste
         }),
         GFP_KERNEL,
     )?;
-    let tcp = Tcp::listen(&ndev, &local, v6only, backlog.max(1), l.clone())?;
+    let tcp = Tcp::listen(&ndev, local, v6only, backlog.max(1), l.clone())?;
     *l.sock.lock() = Some(tcp);
     Ok(l)
 }
@@ -137,6 +159,25 @@ impl Listener {
     fn forget(&self, cep: &Cep) {
         let mut p = self.pending.lock();
         p.ceps.retain(|c| !core::ptr::eq(&**c, cep));
+    }
+
+    /// A join port: a QP may now wait for one of the requests waiting
+    /// here; each looks again (`Cep::join_answer`).
+    pub(crate) fn offer(&self) {
+        let mut socks = KVec::new();
+        {
+            let p = self.pending.lock();
+            for c in p.ceps.iter() {
+                if let Some(t) = c.inner.lock().tcp.clone() {
+                    if socks.push(t, GFP_ATOMIC).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        for t in socks.iter() {
+            t.defer();
+        }
     }
 
     /// Accept every waiting connection (process context).
@@ -239,6 +280,10 @@ struct CepInner {
     id: Option<CmId>,
     /// The QP bound (by number: a lookup each time, never holding it).
     qpn: Option<u32>,
+    /// A join by modify_qp (no iw_cm id): what it asks, and for the
+    /// connecting end where it connects (again, while the peer's join port
+    /// refuses: its QP may not have reached RTS yet).
+    join: Option<Join>,
     /// Active: what the request asked, to read the reply against.
     ird: u16,
     ord: u16,
@@ -253,6 +298,18 @@ struct CepInner {
     local: SockAddr,
     remote: SockAddr,
 }
+
+/// A join's endpoint state (see `CepInner::join`).
+struct Join {
+    req: JoinRequest,
+    /// The connecting end: its addresses, and when it connects again.
+    active: Option<(SockAddr, SockAddr)>,
+    retry_at: Option<Instant<Monotonic>>,
+}
+
+/// How long a join's connecting end waits before it tries a refused
+/// connection again.
+const JOIN_RETRY_MS: u32 = 50;
 
 /// What to do once the endpoint's lock is dropped.
 #[derive(Default)]
@@ -300,6 +357,7 @@ impl Cep {
                     reader,
                     id: None,
                     qpn: None,
+                    join: None,
                     ird: 0,
                     ord: 0,
                     request: KVec::new(),
@@ -331,6 +389,10 @@ impl Cep {
     /// then the socket and the id go.
     fn end(&self, s: &mut CepInner, todo: &mut Todo, status: i32, abort: bool) {
         match s.phase {
+            Phase::Connecting | Phase::AwaitReply if s.join.is_some() => {
+                // A join that failed: its QP, in RTS, would wait for ever.
+                todo.qp_error = s.qpn;
+            }
             Phase::Connecting | Phase::AwaitReply => {
                 // (No reply is never a success, whatever ended the wait.)
                 let status = if status == 0 {
@@ -714,6 +776,190 @@ impl Cep {
     }
 }
 
+impl Cep {
+    /// A join's QP left RTS, or went, before its connection was up: the
+    /// connection goes, and leaves the QP alone.
+    pub(crate) fn cancel_join(&self) {
+        let mut todo = Todo::default();
+        {
+            let mut s = self.inner.lock();
+            if s.phase == Phase::Connected {
+                // (Bound: the QP's own teardown ends it.)
+                return;
+            }
+            s.qpn = None;
+            self.end(&mut s, &mut todo, ECONNABORTED.to_errno(), true);
+        }
+        self.finish(todo);
+    }
+
+    /// A join port's connection brought an MPA request with `private`: a
+    /// join request waits for its QP (`join_answer`, from the work item);
+    /// anything else is refused.
+    fn join_request(&self, private: &[u8]) {
+        let mut todo = Todo::default();
+        let tcp = {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::AwaitAccept {
+                return;
+            }
+            match JoinRequest::decode(private) {
+                Some(req) => {
+                    s.join = Some(Join {
+                        req,
+                        active: None,
+                        retry_at: None,
+                    });
+                    s.tcp.clone()
+                }
+                None => {
+                    self.dev().counters().bump(Counter::IwMpaRejects);
+                    self.end(&mut s, &mut todo, ECONNREFUSED.to_errno(), true);
+                    None
+                }
+            }
+        };
+        self.finish(todo);
+        if let Some(t) = tcp {
+            t.defer();
+        }
+    }
+
+    /// A join request waiting (work item): answer it once its QP waits for
+    /// exactly this connection (`Qp::join_waiting`); reset it at the MPA
+    /// deadline.
+    fn join_answer(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) {
+        let Some((req, remote)) = ({
+            let s = self.inner.lock();
+            s.join.as_ref().map(|j| (j.req, s.remote))
+        }) else {
+            return;
+        };
+        // (Looked up, and let go, with no endpoint lock held.)
+        let qp = self.dev().verbs().qps.get(req.dest_qpn);
+        let mut todo = Todo::default();
+        let mut reply = KVec::new();
+        let mut send_on = None;
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::AwaitAccept {
+                return;
+            }
+            let wanted = qp
+                .as_deref()
+                .and_then(|q| q.join_waiting(req.src_qpn, &remote.gid()).map(|w| (q, w)));
+            match wanted {
+                Some((q, (ird, ord))) => {
+                    match self.join_accept_locked(&mut s, q, req.dest_qpn, ird, ord, &mut reply) {
+                        Ok(tcp) => {
+                            send_on = Some(tcp);
+                            todo.forget = s.listener.take();
+                        }
+                        Err(e) => self.end(&mut s, &mut todo, e.to_errno(), true),
+                    }
+                }
+                None => {
+                    let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                    if left > 0 {
+                        // `Listener::offer` brings us back sooner.
+                        t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
+                        return;
+                    }
+                    self.dev().counters().bump(Counter::IwMpaTimeouts);
+                    self.end(&mut s, &mut todo, ETIMEDOUT.to_errno(), true);
+                }
+            }
+        }
+        self.finish(todo);
+        if let Some(tcp) = send_on {
+            if tcp.send(&reply, false).ok() != Some(reply.len()) {
+                self.abort();
+            }
+        }
+    }
+
+    /// `join_answer` under the endpoint's lock: the reply into `buf`, the
+    /// QP bound (it is in RTS already); the socket to send the reply on.
+    fn join_accept_locked(
+        self: ArcBorrow<'_, Self>,
+        s: &mut CepInner,
+        qp: &crate::verbs::qp::Qp,
+        qpn: u32,
+        ird: u16,
+        ord: u16,
+        buf: &mut KVec<u8>,
+    ) -> Result<Arc<Tcp>> {
+        let pol = policy(self.dev());
+        let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
+        let req = s.reader.frame().map_err(|_| EINVAL)?;
+        let decision = mpa::accept(&pol, &req, clamp16(u32::from(ird)), clamp16(u32::from(ord)))
+            .map_err(|_| EINVAL)?;
+        let rep = mpa::reply(&req, Some(&decision), &[]);
+        buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
+        rep.build(buf).map_err(|_| EINVAL)?;
+        bind_qp(qp, self.into(), decision.0, tcp.clone(), true)?;
+        s.qpn = Some(qpn);
+        s.phase = Phase::Connected;
+        Ok(tcp)
+    }
+
+    /// A join's connecting end found the connection refused or reset
+    /// before its reply (work item): connect again after `JOIN_RETRY_MS`
+    /// (the peer's QP may not be in RTS yet, its device not yet
+    /// listening), until the MPA deadline.  False when it is over.
+    fn join_retry(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) -> bool {
+        let (local, remote) = {
+            let mut s = self.inner.lock();
+            let overdue = s
+                .deadline
+                .is_none_or(|d| (d - Instant::now()).as_millis() <= 0);
+            let Some(j) = s.join.as_mut() else {
+                return false;
+            };
+            let Some(addrs) = j.active else { return false };
+            if overdue {
+                return false;
+            }
+            let now = Instant::now();
+            match j.retry_at {
+                Some(at) if (at - now).as_millis() > 0 => {
+                    t.defer_after(JOIN_RETRY_MS);
+                    return true;
+                }
+                Some(_) => j.retry_at = None,
+                None => {
+                    j.retry_at = Some(now + Delta::from_millis(i64::from(JOIN_RETRY_MS)));
+                    t.defer_after(JOIN_RETRY_MS);
+                    return true;
+                }
+            }
+            addrs
+        };
+        let Some(ndev) = self.dev().port_netdev() else {
+            return false;
+        };
+        let Ok(tcp) = Tcp::connect(&ndev, &local, &remote, Arc::from(self)) else {
+            // Not even a socket: the deadline ends it (the old socket's
+            // work item comes back at it).
+            return false;
+        };
+        let Ok(tcp) = Arc::new(tcp, GFP_KERNEL) else {
+            return false;
+        };
+        {
+            let mut s = self.inner.lock();
+            if s.phase != Phase::Connecting {
+                return true;
+            }
+            // (The old socket goes to the reaper, its callbacks with it.)
+            s.tcp = Some(tcp.clone());
+        }
+        // Its work item follows the handshake, and the deadline (`work`).
+        tcp.defer();
+        true
+    }
+}
+
 /// Bind a QP to the connection and move it to RTS (iWARP: the provider
 /// does, as siw does, once MPA setup succeeded).
 fn bind_qp(
@@ -738,14 +984,17 @@ fn bind_qp(
         (false, _, true) => (false, None),
     };
     let slots = qp.inner.lock().sq.slots();
-    let stream = Stream::new(cep, tcp, &neg, slots, hold, responder)?;
+    let mut stream = Stream::new(cep, tcp, &neg, slots, hold, responder)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();
         if !matches!(q.state, QpState::Init | QpState::Rtr | QpState::Rts) || q.iw.is_some() {
             return Err(EINVAL);
         }
+        // (Local operations posted before the connection ran already.)
+        stream.start_at(q.sq_cons);
         q.iw = Some(stream);
+        q.join = None;
         if q.state != QpState::Rts {
             qp.enter(&mut q, QpState::Rts, &mut after);
         }
@@ -795,7 +1044,10 @@ impl TcpHandler for Cep {
                     let mut todo = Todo::default();
                     {
                         let mut i = self.inner.lock();
-                        if i.phase == Phase::Closed {
+                        // (A join's socket it gave up for another, still
+                        // reporting: not the connection's end.)
+                        let other = i.tcp.as_ref().is_some_and(|t| !t.is(&s));
+                        if i.phase == Phase::Closed || other {
                             return;
                         }
                         // A peer's FIN is a graceful close: CLOSE with status
@@ -820,8 +1072,34 @@ impl TcpHandler for Cep {
                 // (No socket yet: `connect` has not stored it, and defers
                 // again once it has.)
                 let Some(tcp) = s.tcp.clone() else { return };
-                if t.connecting() {
+                if !tcp.is(&t) {
+                    // A join's socket it gave up (`join_retry`).
                     return;
+                }
+                if t.connecting() {
+                    if s.join.is_some() {
+                        // A join's connect counts against its deadline.
+                        let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                        if left <= 0 {
+                            self.dev().counters().bump(Counter::IwMpaTimeouts);
+                            self.end(&mut s, &mut todo, ETIMEDOUT.to_errno(), true);
+                            drop(s);
+                            self.finish(todo);
+                        } else {
+                            t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
+                        }
+                    }
+                    return;
+                }
+                if t.closed() && s.join.as_ref().is_some_and(|j| j.active.is_some()) {
+                    drop(s);
+                    if Self::join_retry(self, t) {
+                        return;
+                    }
+                    s = self.inner.lock();
+                    if s.phase != Phase::Connecting {
+                        return;
+                    }
                 }
                 if t.closed() {
                     let err = match t.error() {
@@ -855,6 +1133,11 @@ impl TcpHandler for Cep {
             if s.phase == Phase::Draining {
                 drop(s);
                 self.drain(t);
+                return;
+            }
+            if s.phase == Phase::AwaitAccept && s.join.is_some() {
+                drop(s);
+                Self::join_answer(self, t);
                 return;
             }
             if !matches!(s.phase, Phase::AwaitRequest | Phase::AwaitReply) {
@@ -918,6 +1201,12 @@ impl TcpHandler for Cep {
             }
         };
         if let Some(l) = listener {
+            let Some(id) = &l.id else {
+                // A join port's request: it waits, listed, for its QP.
+                self.join_request(&todo.private);
+                self.finish(todo);
+                return used;
+            };
             l.forget(&self);
             let (local, remote) = {
                 let s = self.inner.lock();
@@ -933,7 +1222,7 @@ impl TcpHandler for Cep {
                 ord: todo.ord,
             };
             // iw_cm keeps a reference for the new id, or gives it back.
-            if let Err(me) = l.id.request(&ev, Arc::from(self)) {
+            if let Err(me) = id.request(&ev, Arc::from(self)) {
                 me.abort();
             }
             todo.request = false;
@@ -978,6 +1267,53 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
         (s.local, s.remote) = (local, remote);
     }
     // The handshake may be over already (its callback found no socket).
+    tcp.defer();
+    Ok(cep)
+}
+
+/// A join's connecting end (`transport/iwarp/join.rs`): connect from
+/// `local` to the peer's join port at `remote` and ask for QP
+/// `req.dest_qpn` there; QP `req.src_qpn` here (in RTS) gets the stream
+/// once the reply comes, or goes to ERR if none comes by the deadline.
+pub(crate) fn connect_join(
+    dev: &IbDevice,
+    req: JoinRequest,
+    ird: u16,
+    ord: u16,
+    local: SockAddr,
+    remote: SockAddr,
+) -> Result<Arc<Cep>> {
+    let ndev = dev.port_netdev().ok_or(ENODEV)?;
+    let cep = Cep::new(dev, Role::Active)?;
+    let private = req.encode();
+    let frame = mpa::request(&policy(dev), ird, ord, &private);
+    let mut buf = KVec::new();
+    buf.resize(frame.wire_len(), 0, GFP_KERNEL)?;
+    frame.build(&mut buf).map_err(|_| EINVAL)?;
+    {
+        let mut s = cep.inner.lock();
+        s.qpn = Some(req.src_qpn);
+        s.join = Some(Join {
+            req,
+            active: Some((local, remote)),
+            retry_at: None,
+        });
+        s.ird = ird;
+        s.ord = ord;
+        s.request.extend_from_slice(&buf, GFP_ATOMIC)?;
+    }
+    let tcp = Arc::new(
+        Tcp::connect(&ndev, &local, &remote, cep.clone())?,
+        GFP_KERNEL,
+    )?;
+    {
+        let mut s = cep.inner.lock();
+        s.tcp = Some(tcp.clone());
+        (s.local, s.remote) = (local, remote);
+        // The deadline covers the retries too (see `Cep::join_retry`).
+        let ms = mpa_timeout_ms();
+        s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+    }
     tcp.defer();
     Ok(cep)
 }

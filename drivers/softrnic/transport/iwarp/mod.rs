@@ -7,6 +7,7 @@
 //! ERR, which flushes the rest.
 
 pub(crate) mod cm;
+pub(crate) mod join;
 pub(crate) mod stream;
 
 use crate::abi::SendWqe;

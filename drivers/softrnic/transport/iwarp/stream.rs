@@ -56,6 +56,9 @@ pub(crate) struct Stream {
     answers: KVec<Answer>,
     /// The receive a SEND is being placed into.
     recv: Option<Taken>,
+    /// Its status, should the stream stop now: set when placing into it
+    /// failed (a length or protection error), else it is flushed.
+    recv_status: Option<u8>,
     crc: bool,
     /// Built FPDUs the socket has not taken yet (from `tx_off`).
     tx: KVec<u8>,
@@ -100,14 +103,16 @@ impl Stream {
 
     /// The receive a SEND was being placed into when the stream stopped
     /// (it is off the ring, so no flush finds it): its wr_id, and its
-    /// status: a local length error for a message too long for it, as siw
-    /// reports, else flushed.
+    /// status: a local length error for a message too long for it (as siw
+    /// reports), a local protection error for buffers its keys do not
+    /// cover, else flushed.
     pub(crate) fn take_partial_recv(&mut self) -> Option<(u64, u8)> {
         let t = self.recv.take()?;
-        let status = if self.term == Some(cause::DDP_TOO_LONG) {
-            abi::WC_LOC_LEN_ERR
-        } else {
-            abi::WC_WR_FLUSH_ERR
+        let status = match (self.recv_status.take(), self.term) {
+            (Some(s), _) => s,
+            // (Refused before placing: longer than the buffers.)
+            (None, Some(cause::DDP_TOO_LONG)) => abi::WC_LOC_LEN_ERR,
+            (None, _) => abi::WC_WR_FLUSH_ERR,
         };
         Some((t.wr_id, status))
     }
@@ -122,6 +127,12 @@ impl Stream {
     /// The stream of a connection set up with `neg`, for a send queue of
     /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`;
     /// in peer-to-peer mode an initiator's RTR goes out first.
+    /// Take the send queue from index `sq_cons` on (under the QP lock, as
+    /// the stream is bound: local operations before it have completed).
+    pub(crate) fn start_at(&mut self, sq_cons: u32) {
+        self.out.start_at(sq_cons);
+    }
+
     pub(crate) fn new(
         cep: Arc<Cep>,
         tcp: Arc<Tcp>,
@@ -161,6 +172,7 @@ impl Stream {
                 },
                 answers: KVec::new(),
                 recv: None,
+                recv_status: None,
                 crc: neg.crc,
                 tx: KVec::new(),
                 tx_off: 0,
@@ -213,6 +225,7 @@ struct InIo<'a> {
     out: &'a mut Outbound<KVec<Slot>>,
     answers: &'a mut KVec<Answer>,
     recv: &'a mut Option<Taken>,
+    recv_status: &'a mut Option<u8>,
     /// Something for the sender: an answer owed, a READ completed.
     wake: bool,
     terminated: bool,
@@ -314,7 +327,17 @@ impl InboundIo for InIo<'_> {
         let t = self.recv.take().ok_or(cause::LOCAL_CATASTROPHIC)?;
         let r = self.rs().store(&t, u64::from(offset), data);
         *self.recv = Some(t);
-        r.map_err(|_| cause::DDP_TOO_LONG)
+        r.map_err(|too_long| {
+            // (A bad key is the local consumer's fault: RDMAP's local
+            // catastrophic error, as siw reports it, and LOC_PROT_ERR.)
+            let (status, c) = if too_long {
+                (abi::WC_LOC_LEN_ERR, cause::DDP_TOO_LONG)
+            } else {
+                (abi::WC_LOC_PROT_ERR, cause::LOCAL_CATASTROPHIC)
+            };
+            *self.recv_status = Some(status);
+            c
+        })
     }
 
     fn received(&mut self, r: &Received) -> Result<(), Cause> {
@@ -423,8 +446,25 @@ impl InboundIo for InIo<'_> {
         Ok(())
     }
 
-    fn terminated(&mut self, _t: &Terminate) {
+    fn terminated(&mut self, t: &Terminate) {
         self.terminated = true;
+        // A remote protection error (RFC 5040 section 7.2, RDMAP error type
+        // 1) is how a responder refuses a READ or atomic request: our
+        // oldest one completes with REM_ACCESS_ERR, with what was done
+        // before it, ahead of the flush the QP's ERR brings.
+        if t.cause.layer != 0 || t.cause.etype != 1 || !self.out.read_refused() {
+            return;
+        }
+        while let Some((index, status)) = self.out.take_done() {
+            let Some(wqe) = self.sq.read::<SendWqe>(index, 0) else {
+                break;
+            };
+            let t = Track {
+                wqe,
+                ..Track::default()
+            };
+            self.sendq().complete(index, &t, status);
+        }
     }
 }
 
@@ -661,6 +701,7 @@ impl Qp {
                     out: &mut st.out,
                     answers: &mut st.answers,
                     recv: &mut st.recv,
+                    recv_status: &mut st.recv_status,
                     wake: false,
                     terminated: false,
                 };

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0
+//! QPs joined by modify_qp on softrnic_iwarp (the rules: `core/iwarp/join.rs`).
+//! A QP moved to RTS with a destination GID and QP number gets its stream
+//! from the device: the end with the lower (address, QP number) connects
+//! to the other device's join port (`JOIN_PORT`, at its IPv4 address) and
+//! runs MPA with a join request as private data; the other end's port
+//! keeps the request until that QP, in RTS with the matching destination,
+//! takes it (`cm.rs`: `connect_join`, `Cep::join_answer`).  softrnic to
+//! softrnic only: siw has no join port.
+
+use kernel::new_mutex;
+use kernel::prelude::*;
+use kernel::sync::{Arc, Mutex};
+
+use super::cm::{self, Listener};
+use crate::glue::tcp::SockAddr;
+use crate::glue::IbDevice;
+use crate::iwarp::join::{self, JoinRequest, Peer};
+use crate::verbs::qp::Qp;
+
+/// The TCP port a softrnic_iwarp device takes join requests on (RoCEv2's
+/// number: UDP 4791 is RoCE's, TCP 4791 nobody's).
+pub(crate) const JOIN_PORT: u16 = 4791;
+
+/// A device's join port: listening from the first join on, at the
+/// address that join used, until the device goes.
+#[pin_data]
+pub(crate) struct JoinPort {
+    #[pin]
+    listener: Mutex<Option<([u8; 16], Arc<Listener>)>>,
+}
+
+impl JoinPort {
+    pub(crate) fn new() -> Result<Arc<JoinPort>> {
+        Arc::pin_init(
+            pin_init!(JoinPort {
+                listener <- new_mutex!(None, "softrnic_join_port"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Listen at `addr` (a GID) unless the port already does (process
+    /// context).  An address that changed moves the port.
+    fn ensure(&self, dev: &IbDevice, addr: &[u8; 16]) -> Result {
+        let mut l = self.listener.lock();
+        if l.as_ref().is_some_and(|(at, _)| at == addr) {
+            return Ok(());
+        }
+        if let Some((_, old)) = l.take() {
+            old.stop();
+        }
+        let new = cm::listen_join(dev, &SockAddr::from_gid(addr, JOIN_PORT))?;
+        *l = Some((*addr, new));
+        Ok(())
+    }
+
+    /// A QP now waits for its join request: the requests waiting look
+    /// again.
+    fn offer(&self) {
+        if let Some((_, l)) = self.listener.lock().as_ref() {
+            l.offer();
+        }
+    }
+
+    /// The device goes: stop listening, and reset the requests waiting.
+    pub(crate) fn stop(&self) {
+        let l = self.listener.lock().take();
+        if let Some((_, l)) = l {
+            l.stop();
+        }
+    }
+}
+
+/// A join, planned before the QP enters RTS.
+pub(crate) struct Plan {
+    local: [u8; 16],
+    remote: [u8; 16],
+    initiator: bool,
+    req: JoinRequest,
+}
+
+/// Plan the join of QP `qpn` to QP `dest_qpn` at `dgid` (process context,
+/// no QP lock held): the two addresses, which end connects, and the
+/// device's join port listening.  EADDRNOTAVAIL when the netdev has no
+/// IPv4 address; EHOSTUNREACH for a MAC GID the ARP table does not know;
+/// EAFNOSUPPORT for an IPv6 peer (not yet); EINVAL for a QP joined to
+/// itself.
+pub(crate) fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, dgid: &[u8; 16]) -> Result<Plan> {
+    let ndev = dev.port_netdev().ok_or(ENODEV)?;
+    let local = join::v4_gid(ndev.ipv4().ok_or(EADDRNOTAVAIL)?);
+    let remote = match join::peer_of(dgid) {
+        // This port's own GID: the peer QP is on this device.
+        Peer::Mac(mac) if mac == ndev.mac() => local,
+        Peer::Mac(mac) => join::v4_gid(ndev.neigh_ipv4(&mac).ok_or(EHOSTUNREACH)?),
+        Peer::Ip(g) if crate::verbs::ah::is_v4_mapped(&g) => g,
+        Peer::Ip(_) => return Err(EAFNOSUPPORT),
+    };
+    let initiator = join::initiates(&local, qpn, &remote, dest_qpn).ok_or(EINVAL)?;
+    dev.driver()
+        .join
+        .as_ref()
+        .ok_or(EOPNOTSUPP)?
+        .ensure(dev, &local)?;
+    Ok(Plan {
+        local,
+        remote,
+        initiator,
+        req: JoinRequest {
+            dest_qpn,
+            src_qpn: qpn,
+        },
+    })
+}
+
+/// The QP entered RTS with `plan` recorded (`Qp::join_waiting`): connect,
+/// or let waiting requests look at it.  An error (no socket) leaves the
+/// caller to move the QP to ERR.
+pub(crate) fn start(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
+    if plan.initiator {
+        let (ird, ord) = qp.join_ird_ord();
+        let cep = cm::connect_join(
+            dev,
+            plan.req,
+            ird,
+            ord,
+            SockAddr::from_gid(&plan.local, 0),
+            SockAddr::from_gid(&plan.remote, JOIN_PORT),
+        )?;
+        // Kept to cancel it should the QP leave RTS or go first.
+        let late = {
+            let mut s = qp.inner.lock();
+            match s.join.as_mut() {
+                Some(j) => {
+                    j.cep = Some(cep);
+                    None
+                }
+                // Bound already (`cancel_join` leaves it), or the join
+                // ended meanwhile.
+                None => Some(cep),
+            }
+        };
+        if let Some(c) = late {
+            c.cancel_join();
+        }
+    } else if let Some(port) = dev.driver().join.as_ref() {
+        port.offer();
+    }
+    Ok(())
+}
+
+/// A QP's join under way (`QpInner::join`).
+pub(crate) struct JoinWait {
+    /// The peer's address (a GID), which its connection must come from.
+    remote: [u8; 16],
+    initiator: bool,
+    /// The connecting end's connection, until it is bound.
+    cep: Option<Arc<cm::Cep>>,
+}
+
+impl JoinWait {
+    pub(crate) fn new(plan: &Plan) -> JoinWait {
+        JoinWait {
+            remote: plan.remote,
+            initiator: plan.initiator,
+            cep: None,
+        }
+    }
+
+    /// The QP left RTS or goes (taken off it; no QP lock held): a
+    /// connection not yet bound goes too.
+    pub(crate) fn end(self) {
+        if let Some(c) = self.cep {
+            c.cancel_join();
+        }
+    }
+}
+
+impl Qp {
+    /// The IRD and ORD a join offers: the QP's max_dest_rd_atomic and
+    /// max_rd_atomic (at least 1 each, as the IB defaults).
+    pub(crate) fn join_ird_ord(&self) -> (u16, u16) {
+        let s = self.inner.lock();
+        (
+            u16::from(s.attrs.max_dest_rd_atomic.max(1)),
+            u16::from(s.attrs.max_rd_atomic.max(1)),
+        )
+    }
+
+    /// Whether this QP waits for QP `src_qpn`'s join request from
+    /// `remote`: in RTS, joining without connecting, destination
+    /// `src_qpn`, no stream yet.  Its IRD and ORD if so.
+    pub(crate) fn join_waiting(&self, src_qpn: u32, remote: &[u8; 16]) -> Option<(u16, u16)> {
+        let s = self.inner.lock();
+        let waits = self.is_iwarp()
+            && s.state == crate::qp_state::QpState::Rts
+            && s.iw.is_none()
+            && s.attrs.dest_qpn == src_qpn
+            && s.join
+                .as_ref()
+                .is_some_and(|j| !j.initiator && j.remote == *remote);
+        waits.then(|| {
+            (
+                u16::from(s.attrs.max_dest_rd_atomic.max(1)),
+                u16::from(s.attrs.max_rd_atomic.max(1)),
+            )
+        })
+    }
+}

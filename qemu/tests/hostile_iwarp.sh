@@ -5,7 +5,7 @@
 # (the connection is closed, counted in iw_mpa_rejects, the listener keeps
 # listening), and after a valid MPA setup, FPDUs that break DDP/RDMAP/MPA
 # rules (the server answers with the TERMINATE the rules name, counted in
-# iw_terminates_sent, and closes).  Then a normal rping -V on the same
+# iw_terminates_sent, and closes); strangers at the join port.  Then a normal rping -V on the same
 # device must still work, and the kernel must report nothing.  Prints
 # "PASS name" / "FAIL name: why".
 . /src/qemu/tests/lib.sh
@@ -20,7 +20,7 @@ set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_pri
     test_bad_mo_terminates test_too_long_terminates test_write_past_end_terminates \
     test_read_past_end_terminates test_foreign_pd_stag_terminates test_peer_stops_reading \
     test_reset_mid_message test_close_drains test_rtr_write test_rtr_read test_rtr_send \
-    test_counters test_device_still_works
+    test_join_port test_counters test_device_still_works
 plan $#
 
 # (A peer's MPA request must come within 2 s: the silent cases end sooner.)
@@ -232,6 +232,30 @@ rtr_test() {  # PORT RTR
 test_rtr_write() { rtr_test 7520 write; }
 test_rtr_read() { rtr_test 7521 read; }
 test_rtr_send() { rtr_test 7522 send; }
+
+# The join port (QPs joined by modify_qp, drivers/softrnic/transport/iwarp/
+# join.rs), open on wx0 once a join ran there: a well-formed MPA request
+# that is no join request is refused at once (iw_mpa_rejects), one for a
+# QP that is not waiting is reset at the MPA deadline (iw_mpa_timeouts),
+# and joins work before and after.
+join_once() {
+    j=$(cd $T && timeout $((60 * SLOW)) python3 iwarp_join.py wx0 wy0 2>&1 | tail -n 1)
+    case $j in OK*) echo "$j" ;; *) fail "join $1: $j" ;; esac
+}
+test_join_port() {
+    # (A TCP connect to a closed port: its ARP exchange is what counts.)
+    ip netns exec wb python3 -c "import socket; socket.socket().connect_ex(('$IP_A', 9))"
+    join_once before
+    before=$(counter iw_mpa_rejects)
+    hostile 4791 join_stranger
+    wait_for '[ "$(counter iw_mpa_rejects)" -gt "$before" ]' 50 ||
+        fail "a request that is no join request: iw_mpa_rejects stayed at $before"
+    before=$(counter iw_mpa_timeouts)
+    hostile 4791 join_nobody
+    wait_for '[ "$(counter iw_mpa_timeouts)" -gt "$before" ]' 100 ||
+        fail "a join request for no waiting QP: iw_mpa_timeouts stayed at $before"
+    join_once after
+}
 
 test_counters() {
     rdma statistic show link wx0/1

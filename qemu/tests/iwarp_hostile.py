@@ -107,6 +107,12 @@ def setup_case(s, name):
         s.sendall(REQ_KEY[:10])
     elif name == 'silent':
         pass
+    elif name == 'join_stranger':
+        # A well-formed request at a join port that is no join request.
+        s.sendall(request(private=b'not a join request'))
+    elif name == 'join_nobody':
+        # A join request (core/iwarp/join.rs) for a QP that is not waiting.
+        s.sendall(request(private=b'SRNJOIN1' + struct.pack('>II', 0xfffff0, 16)))
 
 
 def silent_listener(host, port):
@@ -136,7 +142,7 @@ def main():
         return silent_listener(host, port)
     # (A peer that stops reading has a small receive window.)
     s = connect(host, port, rcvbuf=4096 if case in ('stop_reading', 'drain_on_kill') else 0)
-    if case in ('garbage', 'bad_key', 'bad_rev', 'big_private', 'markers'):
+    if case in ('garbage', 'bad_key', 'bad_rev', 'big_private', 'markers', 'join_stranger'):
         setup_case(s, case)
         got, how = read_until_closed(s)
         if how == 'open':
@@ -147,7 +153,7 @@ def main():
             return 1
         print(f'closed ({how})')
         return 0
-    if case in ('truncated', 'silent'):
+    if case in ('truncated', 'silent', 'join_nobody'):
         # The peer stops mid-frame or never starts: the server lets go
         # when its MPA deadline passes (hostile_iwarp.sh sets it to 2 s).
         setup_case(s, case)

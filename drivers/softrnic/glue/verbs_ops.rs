@@ -812,7 +812,10 @@ pub(super) unsafe extern "C" fn modify_qp(
     } else {
         None
     };
-    let join = match join_plan(&d, q, a, mask, iw_dgid) {
+    // (Planned before the QP's lock: the join port may start listening.)
+    let to_rts = mask & attr::STATE != 0 && a.qp_state == QpState::Rts as u32;
+    let dest = (mask & attr::DEST_QPN != 0).then_some(a.dest_qp_num);
+    let join = match iw_join::plan(&d, q, to_rts, dest, iw_dgid) {
         Ok(p) => p,
         Err(e) => return e.to_errno(),
     };
@@ -903,19 +906,7 @@ pub(super) unsafe extern "C" fn modify_qp(
         j.end();
     }
     let result = match (result, join.filter(|_| joining)) {
-        (Ok(()), Some(plan)) => iw_join::start(&d, q, &plan).inspect_err(|_| {
-            // No connection will come: the QP, in RTS, would wait for ever.
-            let mut after = After::default();
-            let join = {
-                let mut s = q.inner.lock();
-                q.enter(&mut s, QpState::Err, &mut after);
-                s.join.take()
-            };
-            q.after(after);
-            if let Some(j) = join {
-                j.end();
-            }
-        }),
+        (Ok(()), Some(plan)) => iw_join::start(&d, q, &plan),
         (r, _) => r,
     };
     if result.is_ok() && mask & attr::STATE != 0 {
@@ -923,36 +914,6 @@ pub(super) unsafe extern "C" fn modify_qp(
         q.doorbell(true);
     }
     errno(result)
-}
-
-/// iWARP: the join by modify_qp (`transport/iwarp/join.rs`) a move to RTS
-/// starts, planned before the QP's lock is taken (its join port may have to
-/// start listening, which sleeps): for a QP given a destination GID, not
-/// yet connected or joining.
-fn join_plan(
-    d: &IbDevice,
-    q: &Qp,
-    a: &b::ib_qp_attr,
-    mask: u32,
-    iw_dgid: Option<[u8; 16]>,
-) -> Result<Option<iw_join::Plan>> {
-    if !q.is_iwarp() || mask & attr::STATE == 0 || a.qp_state != QpState::Rts as u32 {
-        return Ok(None);
-    }
-    let (dgid, dest, idle) = {
-        let s = q.inner.lock();
-        let dest = if mask & attr::DEST_QPN != 0 {
-            a.dest_qp_num
-        } else {
-            s.attrs.dest_qpn
-        };
-        let idle = s.state != QpState::Rts && s.iw.is_none() && s.join.is_none();
-        (iw_dgid.or(s.attrs.iw_dgid), dest, idle)
-    };
-    match dgid {
-        Some(g) if idle => iw_join::prepare(d, q.qpn(), dest, &g).map(Some),
-        _ => Ok(None),
-    }
 }
 
 /// # Safety

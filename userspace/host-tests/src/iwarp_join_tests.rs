@@ -57,7 +57,10 @@ fn exactly_one_end_connects() {
     let ends = [(a, 16), (a, 17), (b, 16), (b, 0xff_ffff)];
     for x in ends {
         for y in ends {
-            let (l, r) = (initiates(&x.0, x.1, &y.0, y.1), initiates(&y.0, y.1, &x.0, x.1));
+            let (l, r) = (
+                initiates(&x.0, x.1, &y.0, y.1),
+                initiates(&y.0, y.1, &x.0, x.1),
+            );
             if x == y {
                 assert_eq!((l, r), (None, None));
             } else {
@@ -71,7 +74,10 @@ fn exactly_one_end_connects() {
 fn gids_name_macs_or_addresses() {
     let mut mac_gid = [0u8; 16];
     mac_gid[..6].copy_from_slice(&[0x52, 0x54, 0, 0x12, 0x34, 0x56]);
-    assert_eq!(peer_of(&mac_gid), Peer::Mac([0x52, 0x54, 0, 0x12, 0x34, 0x56]));
+    assert_eq!(
+        peer_of(&mac_gid),
+        Peer::Mac([0x52, 0x54, 0, 0x12, 0x34, 0x56])
+    );
     let v4 = join::v4_gid([192, 168, 1, 2]);
     assert_eq!(v4[..12], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
     assert_eq!(peer_of(&v4), Peer::Ip(v4));

@@ -16,7 +16,8 @@ use super::cm::{self, Listener};
 use crate::glue::tcp::SockAddr;
 use crate::glue::IbDevice;
 use crate::iwarp::join::{self, JoinRequest, Peer};
-use crate::verbs::qp::Qp;
+use crate::qp_state::QpState;
+use crate::verbs::qp::{After, Qp};
 
 /// The TCP port a softrnic_iwarp device takes join requests on (RoCEv2's
 /// number: UDP 4791 is RoCE's, TCP 4791 nobody's).
@@ -80,13 +81,42 @@ pub(crate) struct Plan {
     req: JoinRequest,
 }
 
+/// The join a modify_qp starts (`to_rts`: it moves the QP to RTS, with
+/// `dest` and `dgid` if it gives them), planned before the QP's lock is
+/// taken: for an iWARP QP with a destination GID, not in RTS, connected or
+/// joining already.  `None`: no join.
+pub(crate) fn plan(
+    dev: &IbDevice,
+    qp: &Qp,
+    to_rts: bool,
+    dest: Option<u32>,
+    dgid: Option<[u8; 16]>,
+) -> Result<Option<Plan>> {
+    if !qp.is_iwarp() || !to_rts {
+        return Ok(None);
+    }
+    let (dgid, dest, idle) = {
+        let s = qp.inner.lock();
+        let idle = s.state != QpState::Rts && s.iw.is_none() && s.join.is_none();
+        (
+            dgid.or(s.attrs.iw_dgid),
+            dest.unwrap_or(s.attrs.dest_qpn),
+            idle,
+        )
+    };
+    match dgid {
+        Some(g) if idle => prepare(dev, qp.qpn(), dest, &g).map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Plan the join of QP `qpn` to QP `dest_qpn` at `dgid` (process context,
 /// no QP lock held): the two addresses, which end connects, and the
 /// device's join port listening.  EADDRNOTAVAIL when the netdev has no
 /// IPv4 address; EHOSTUNREACH for a MAC GID the ARP table does not know;
 /// EAFNOSUPPORT for an IPv6 peer (not yet); EINVAL for a QP joined to
 /// itself.
-pub(crate) fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, dgid: &[u8; 16]) -> Result<Plan> {
+fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, dgid: &[u8; 16]) -> Result<Plan> {
     let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let local = join::v4_gid(ndev.ipv4().ok_or(EADDRNOTAVAIL)?);
     let remote = match join::peer_of(dgid) {
@@ -114,9 +144,24 @@ pub(crate) fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, dgid: &[u8; 16]) 
 }
 
 /// The QP entered RTS with `plan` recorded (`Qp::join_waiting`): connect,
-/// or let waiting requests look at it.  An error (no socket) leaves the
-/// caller to move the QP to ERR.
+/// or let waiting requests look at it.  When no connection can be tried
+/// (no socket), the QP, which would wait in RTS for ever, goes to ERR.
 pub(crate) fn start(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
+    start_join(dev, qp, plan).inspect_err(|_| {
+        let mut after = After::default();
+        let join = {
+            let mut s = qp.inner.lock();
+            qp.enter(&mut s, QpState::Err, &mut after);
+            s.join.take()
+        };
+        qp.after(after);
+        if let Some(j) = join {
+            j.end();
+        }
+    })
+}
+
+fn start_join(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
     if plan.initiator {
         let (ird, ord) = qp.join_ird_ord();
         let cep = cm::connect_join(
@@ -193,7 +238,7 @@ impl Qp {
     pub(crate) fn join_waiting(&self, src_qpn: u32, remote: &[u8; 16]) -> Option<(u16, u16)> {
         let s = self.inner.lock();
         let waits = self.is_iwarp()
-            && s.state == crate::qp_state::QpState::Rts
+            && s.state == QpState::Rts
             && s.iw.is_none()
             && s.attrs.dest_qpn == src_qpn
             && s.join

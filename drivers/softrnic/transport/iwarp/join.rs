@@ -17,7 +17,7 @@ use crate::glue::tcp::SockAddr;
 use crate::glue::IbDevice;
 use crate::iwarp::join::{self, JoinRequest, Peer};
 use crate::qp_state::QpState;
-use crate::verbs::qp::{After, Qp};
+use crate::verbs::qp::{After, Qp, QpAttrs};
 
 /// The TCP port a softrnic_iwarp device takes join requests on (RoCEv2's
 /// number: UDP 4791 is RoCE's, TCP 4791 nobody's).
@@ -163,7 +163,7 @@ pub(crate) fn start(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
 
 fn start_join(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
     if plan.initiator {
-        let (ird, ord) = qp.join_ird_ord();
+        let (ird, ord) = ird_ord(&qp.inner.lock().attrs);
         let cep = cm::connect_join(
             dev,
             plan.req,
@@ -221,17 +221,16 @@ impl JoinWait {
     }
 }
 
-impl Qp {
-    /// The IRD and ORD a join offers: the QP's max_dest_rd_atomic and
-    /// max_rd_atomic (at least 1 each, as the IB defaults).
-    pub(crate) fn join_ird_ord(&self) -> (u16, u16) {
-        let s = self.inner.lock();
-        (
-            u16::from(s.attrs.max_dest_rd_atomic.max(1)),
-            u16::from(s.attrs.max_rd_atomic.max(1)),
-        )
-    }
+/// The IRD and ORD a join offers: the QP's max_dest_rd_atomic and
+/// max_rd_atomic (at least 1 each, as the IB defaults).
+fn ird_ord(a: &QpAttrs) -> (u16, u16) {
+    (
+        u16::from(a.max_dest_rd_atomic.max(1)),
+        u16::from(a.max_rd_atomic.max(1)),
+    )
+}
 
+impl Qp {
     /// Whether this QP waits for QP `src_qpn`'s join request from
     /// `remote`: in RTS, joining without connecting, destination
     /// `src_qpn`, no stream yet.  Its IRD and ORD if so.
@@ -244,11 +243,6 @@ impl Qp {
             && s.join
                 .as_ref()
                 .is_some_and(|j| !j.initiator && j.remote == *remote);
-        waits.then(|| {
-            (
-                u16::from(s.attrs.max_dest_rd_atomic.max(1)),
-                u16::from(s.attrs.max_rd_atomic.max(1)),
-            )
-        })
+        waits.then(|| ird_ord(&s.attrs))
     }
 }

@@ -239,7 +239,7 @@ test_rtr_send() { rtr_test 7522 send; }
 # QP that is not waiting is reset at the MPA deadline (iw_mpa_timeouts),
 # and joins work before and after.
 join_once() {
-    j=$(cd $T && timeout $((60 * SLOW)) python3 iwarp_join.py wx0 wy0 2>&1 | tail -n 1)
+    j=$(cd $T && timeout $((120 * SLOW)) python3 iwarp_join.py wx0 wy0 $((30 * SLOW)) 2>&1 | tail -n 1)
     case $j in OK*) echo "$j" ;; *) fail "join $1: $j" ;; esac
 }
 test_join_port() {

@@ -208,7 +208,7 @@ t_join() {
     # (A TCP connect to a closed port: its ARP exchange is what counts.)
     ip netns exec $NS_B python3 -c "import socket; socket.socket().connect_ex(('$IP_A', 9))"
     ip netns exec $NS_A ip neigh show $IP_B | grep -q lladdr || fail "$IP_B not in $NS_A's ARP table"
-    out=$(cd /src/qemu/tests && timeout $((60 * SLOW)) python3 iwarp_join.py $DEV_A $DEV_B 2>&1)
+    out=$(cd /src/qemu/tests && timeout $((120 * SLOW)) python3 iwarp_join.py $DEV_A $DEV_B $((30 * SLOW)) 2>&1)
     echo "$out" | tail -n 5
     line=$(echo "$out" | grep -E '^(OK|FAIL) ' | tail -n 1)
     case $line in

@@ -4,7 +4,7 @@ connect_pair as for IB and RoCE, then a SEND each way, an RDMA WRITE and an
 RDMA READ, every byte checked.  Prints one line, "OK <what moved>" or
 "FAIL <why>"; exits 0 either way (the suite reads the line).
 
-usage: iwarp_join.py DEV_A DEV_B"""
+usage: iwarp_join.py DEV_A DEV_B [SECONDS]  (each completion's wait, 30 s)"""
 import sys
 
 from pyverbs.mr import MR
@@ -15,6 +15,9 @@ import rc_pair
 
 SIZE = 8192
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+
+
+WAIT = int(sys.argv[3]) if len(sys.argv) > 3 else 30
 
 
 def main():
@@ -33,9 +36,9 @@ def main():
         q.post_send(wr)
 
     def done(cq, what):
-        wc = rc_pair.wait_wc(cq, 30)
+        wc = rc_pair.wait_wc(cq, WAIT)
         if wc is None:
-            raise RuntimeError(f'{what}: no completion in 30 s (the join never came up?)')
+            raise RuntimeError(f'{what}: no completion in {WAIT} s (the join never came up?)')
         if wc.status != e.IBV_WC_SUCCESS:
             raise RuntimeError(f'{what}: completion status {wc.status}')
 

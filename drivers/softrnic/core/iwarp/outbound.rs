@@ -200,14 +200,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
     /// response, or the atomic response): it completes, in order, at the
     /// next `emit`.  False if none was awaited.
     pub(crate) fn read_answered(&mut self) -> bool {
-        let Some(i) = self.oldest_read() else {
-            return false;
-        };
-        let s = self.slot(i);
-        s.done = true;
-        s.status = wc::SUCCESS;
-        self.reads_out = self.reads_out.saturating_sub(1);
-        true
+        self.read_done(wc::SUCCESS)
     }
 
     /// The peer refused our oldest READ or atomic request (a TERMINATE for
@@ -215,12 +208,17 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
     /// REM_ACCESS_ERR, as an IB responder's NAK would leave it.  False if
     /// none was awaited.
     pub(crate) fn read_refused(&mut self) -> bool {
+        self.read_done(wc::REM_ACCESS_ERR)
+    }
+
+    /// The oldest READ or atomic request is done with `status`.
+    fn read_done(&mut self, status: u8) -> bool {
         let Some(i) = self.oldest_read() else {
             return false;
         };
         let s = self.slot(i);
         s.done = true;
-        s.status = wc::REM_ACCESS_ERR;
+        s.status = status;
         self.reads_out = self.reads_out.saturating_sub(1);
         true
     }
@@ -242,14 +240,8 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
 
     /// Complete done WQEs from the head, in order.
     fn retire(&mut self, io: &mut impl OutboundIo) {
-        while self.head != self.next {
-            let h = self.head;
-            let s = *self.slot(h);
-            if !s.done {
-                break;
-            }
-            io.complete(h, s.status);
-            self.head = h.wrapping_add(1);
+        while let Some((h, status)) = self.take_done() {
+            io.complete(h, status);
         }
     }
 

@@ -525,20 +525,8 @@ impl Cep {
             return Err(EINVAL);
         }
         let qp = qp.ok_or(EINVAL)?;
-        let pol = policy(self.dev());
-        let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
-        let req = s.reader.frame().map_err(|_| EINVAL)?;
-        let decision =
-            mpa::accept(&pol, &req, clamp16(p.ird), clamp16(p.ord)).map_err(|_| EINVAL)?;
-        let rep = mpa::reply(&req, Some(&decision), p.private);
-        buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
-        rep.build(buf).map_err(|_| EINVAL)?;
-        // The QP runs before the reply leaves: the initiator may send
-        // as soon as it has it.
-        bind_qp(qp, self.clone(), decision.0, tcp.clone(), true)?;
-        s.qpn = Some(p.qpn);
+        let (tcp, neg) = answer_locked(self.clone(), s, qp, p.qpn, p.ird, p.ord, p.private, buf)?;
         s.id = Some(id.clone_held());
-        s.phase = Phase::Connected;
         // ESTABLISHED before anything can end the connection and raise
         // CLOSE (see `raise_now`); the stream sends nothing before the
         // reply has reached the initiator and it answered (`hold`).
@@ -548,8 +536,8 @@ impl Cep {
             local: s.local,
             remote: s.remote,
             private: &[],
-            ird: decision.0.ird.min(255) as u8,
-            ord: decision.0.ord.min(255) as u8,
+            ird: neg.ird.min(255) as u8,
+            ord: neg.ord.min(255) as u8,
         });
         Ok(tcp)
     }
@@ -850,8 +838,9 @@ impl Cep {
                 .and_then(|q| q.join_waiting(req.src_qpn, &remote.gid()).map(|w| (q, w)));
             match wanted {
                 Some((q, (ird, ord))) => {
-                    match self.join_accept_locked(&mut s, q, req.dest_qpn, ird, ord, &mut reply) {
-                        Ok(tcp) => {
+                    let me = Arc::from(self);
+                    match answer_locked(me, &mut s, q, req.dest_qpn, ird, ord, &[], &mut reply) {
+                        Ok((tcp, _)) => {
                             send_on = Some(tcp);
                             todo.forget = s.listener.take();
                         }
@@ -876,31 +865,6 @@ impl Cep {
                 self.abort();
             }
         }
-    }
-
-    /// `join_answer` under the endpoint's lock: the reply into `buf`, the
-    /// QP bound (it is in RTS already); the socket to send the reply on.
-    fn join_accept_locked(
-        self: ArcBorrow<'_, Self>,
-        s: &mut CepInner,
-        qp: &crate::verbs::qp::Qp,
-        qpn: u32,
-        ird: u16,
-        ord: u16,
-        buf: &mut KVec<u8>,
-    ) -> Result<Arc<Tcp>> {
-        let pol = policy(self.dev());
-        let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
-        let req = s.reader.frame().map_err(|_| EINVAL)?;
-        let decision = mpa::accept(&pol, &req, clamp16(u32::from(ird)), clamp16(u32::from(ord)))
-            .map_err(|_| EINVAL)?;
-        let rep = mpa::reply(&req, Some(&decision), &[]);
-        buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
-        rep.build(buf).map_err(|_| EINVAL)?;
-        bind_qp(qp, self.into(), decision.0, tcp.clone(), true)?;
-        s.qpn = Some(qpn);
-        s.phase = Phase::Connected;
-        Ok(tcp)
     }
 
     /// A join's connecting end found the connection refused or reset
@@ -958,6 +922,35 @@ impl Cep {
         tcp.defer();
         true
     }
+}
+
+/// Answer the MPA request `s` holds (under the endpoint's lock, in
+/// AwaitAccept): the reply, with `private`, into `buf`; QP `qp` (number
+/// `qpn`) bound; the endpoint connected.  The socket to send the reply on,
+/// and what was negotiated.  (The QP runs before the reply leaves: the
+/// initiator may send as soon as it has it.)
+#[allow(clippy::too_many_arguments)]
+fn answer_locked(
+    cep: Arc<Cep>,
+    s: &mut CepInner,
+    qp: &crate::verbs::qp::Qp,
+    qpn: u32,
+    ird: u32,
+    ord: u32,
+    private: &[u8],
+    buf: &mut KVec<u8>,
+) -> Result<(Arc<Tcp>, Negotiated)> {
+    let pol = policy(cep.dev());
+    let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
+    let req = s.reader.frame().map_err(|_| EINVAL)?;
+    let decision = mpa::accept(&pol, &req, clamp16(ird), clamp16(ord)).map_err(|_| EINVAL)?;
+    let rep = mpa::reply(&req, Some(&decision), private);
+    buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
+    rep.build(buf).map_err(|_| EINVAL)?;
+    bind_qp(qp, cep, decision.0, tcp.clone(), true)?;
+    s.qpn = Some(qpn);
+    s.phase = Phase::Connected;
+    Ok((tcp, decision.0))
 }
 
 /// Bind a QP to the connection and move it to RTS (iWARP: the provider
@@ -1241,34 +1234,18 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
     if dev.verbs().qps.get(p.qpn).is_none() {
         return Err(EINVAL);
     }
-    let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let (local, remote) = id.addrs();
-    let cep = Cep::new(dev, Role::Active)?;
-    let (ird, ord) = (clamp16(p.ird), clamp16(p.ord));
-    let req = mpa::request(&policy(dev), ird, ord, p.private);
-    let mut buf = KVec::new();
-    buf.resize(req.wire_len(), 0, GFP_KERNEL)?;
-    req.build(&mut buf).map_err(|_| EINVAL)?;
-    {
-        let mut s = cep.inner.lock();
-        s.id = Some(id);
-        s.qpn = Some(p.qpn);
-        s.ird = ird;
-        s.ord = ord;
-        s.request.extend_from_slice(&buf, GFP_ATOMIC)?;
-    }
-    let tcp = Arc::new(
-        Tcp::connect(&ndev, &local, &remote, cep.clone())?,
-        GFP_KERNEL,
-    )?;
-    {
-        let mut s = cep.inner.lock();
-        s.tcp = Some(tcp.clone());
-        (s.local, s.remote) = (local, remote);
-    }
-    // The handshake may be over already (its callback found no socket).
-    tcp.defer();
-    Ok(cep)
+    open(
+        dev,
+        Some(id),
+        None,
+        p.qpn,
+        p.ird,
+        p.ord,
+        p.private,
+        local,
+        remote,
+    )
 }
 
 /// A join's connecting end (`transport/iwarp/join.rs`): connect from
@@ -1278,26 +1255,59 @@ pub(crate) fn connect(dev: &IbDevice, id: CmId, p: &ConnParam<'_>) -> Result<Arc
 pub(crate) fn connect_join(
     dev: &IbDevice,
     req: JoinRequest,
-    ird: u16,
-    ord: u16,
+    ird: u32,
+    ord: u32,
+    local: SockAddr,
+    remote: SockAddr,
+) -> Result<Arc<Cep>> {
+    let join = Join {
+        req,
+        active: Some((local, remote)),
+        retry_at: None,
+    };
+    let private = req.encode();
+    open(
+        dev,
+        None,
+        Some(join),
+        req.src_qpn,
+        ird,
+        ord,
+        &private,
+        local,
+        remote,
+    )
+}
+
+/// An active endpoint for QP `qpn`, its MPA request (with `private`) kept
+/// for when the non-blocking connect from `local` to `remote` is up: for
+/// iw_cm's `id`, or for `join` (whose deadline, covering the retries too,
+/// starts now: see `Cep::join_retry`).
+#[allow(clippy::too_many_arguments)]
+fn open(
+    dev: &IbDevice,
+    id: Option<CmId>,
+    join: Option<Join>,
+    qpn: u32,
+    ird: u32,
+    ord: u32,
+    private: &[u8],
     local: SockAddr,
     remote: SockAddr,
 ) -> Result<Arc<Cep>> {
     let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let cep = Cep::new(dev, Role::Active)?;
-    let private = req.encode();
-    let frame = mpa::request(&policy(dev), ird, ord, &private);
+    let (ird, ord) = (clamp16(ird), clamp16(ord));
+    let req = mpa::request(&policy(dev), ird, ord, private);
     let mut buf = KVec::new();
-    buf.resize(frame.wire_len(), 0, GFP_KERNEL)?;
-    frame.build(&mut buf).map_err(|_| EINVAL)?;
+    buf.resize(req.wire_len(), 0, GFP_KERNEL)?;
+    req.build(&mut buf).map_err(|_| EINVAL)?;
+    let joining = join.is_some();
     {
         let mut s = cep.inner.lock();
-        s.qpn = Some(req.src_qpn);
-        s.join = Some(Join {
-            req,
-            active: Some((local, remote)),
-            retry_at: None,
-        });
+        s.id = id;
+        s.join = join;
+        s.qpn = Some(qpn);
         s.ird = ird;
         s.ord = ord;
         s.request.extend_from_slice(&buf, GFP_ATOMIC)?;
@@ -1310,10 +1320,12 @@ pub(crate) fn connect_join(
         let mut s = cep.inner.lock();
         s.tcp = Some(tcp.clone());
         (s.local, s.remote) = (local, remote);
-        // The deadline covers the retries too (see `Cep::join_retry`).
-        let ms = mpa_timeout_ms();
-        s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+        if joining {
+            let ms = mpa_timeout_ms();
+            s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+        }
     }
+    // The handshake may be over already (its callback found no socket).
     tcp.defer();
     Ok(cep)
 }

@@ -223,10 +223,10 @@ impl JoinWait {
 
 /// The IRD and ORD a join offers: the QP's max_dest_rd_atomic and
 /// max_rd_atomic (at least 1 each, as the IB defaults).
-fn ird_ord(a: &QpAttrs) -> (u16, u16) {
+fn ird_ord(a: &QpAttrs) -> (u32, u32) {
     (
-        u16::from(a.max_dest_rd_atomic.max(1)),
-        u16::from(a.max_rd_atomic.max(1)),
+        u32::from(a.max_dest_rd_atomic.max(1)),
+        u32::from(a.max_rd_atomic.max(1)),
     )
 }
 
@@ -234,7 +234,7 @@ impl Qp {
     /// Whether this QP waits for QP `src_qpn`'s join request from
     /// `remote`: in RTS, joining without connecting, destination
     /// `src_qpn`, no stream yet.  Its IRD and ORD if so.
-    pub(crate) fn join_waiting(&self, src_qpn: u32, remote: &[u8; 16]) -> Option<(u16, u16)> {
+    pub(crate) fn join_waiting(&self, src_qpn: u32, remote: &[u8; 16]) -> Option<(u32, u32)> {
         let s = self.inner.lock();
         let waits = self.is_iwarp()
             && s.state == QpState::Rts

@@ -36,6 +36,10 @@ impl OutboundIo for Io {
         self.locals.push(index);
         wc::SUCCESS
     }
+    fn position(&self) -> u64 {
+        // (Segments stand for bytes: the order is what counts.)
+        self.emitted.len() as u64
+    }
     fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail> {
         if let Some(r) = self.room.as_mut() {
             if *r == 0 {
@@ -77,6 +81,19 @@ fn wqe(op: MsgOp, len: u32) -> OutWqe {
     }
 }
 
+/// Build what may go out and let the socket take all of it, again while
+/// that moves anything (as the kernel's pump does).
+fn emit(m: &mut Outbound<Vec<Slot>>, p: &OutboundParams, io: &mut Io) -> Outcome {
+    loop {
+        let seen = (io.emitted.len(), io.completed.len());
+        let o = m.emit(p, io);
+        m.taken(io.position(), io);
+        if o != Outcome::default() || seen == (io.emitted.len(), io.completed.len()) {
+            return o;
+        }
+    }
+}
+
 fn machine() -> Outbound<Vec<Slot>> {
     Outbound::new(vec![Slot::default(); 64])
 }
@@ -95,7 +112,7 @@ fn sends_are_segmented_and_complete_once_out() {
         ..Io::default()
     };
     let mut m = machine();
-    assert_eq!(m.emit(&P, &mut io), Outcome::default());
+    assert_eq!(emit(&mut m, &P, &mut io), Outcome::default());
     let segs: Vec<(u32, u32, u32, bool)> = io
         .emitted
         .iter()
@@ -128,7 +145,7 @@ fn a_full_socket_resumes_where_it_stopped() {
         let mut m = machine();
         let mut rounds = 0;
         while io.completed.len() < 2 {
-            m.emit(&P, &mut io);
+            emit(&mut m, &P, &mut io);
             io.room = Some(room.max(1));
             rounds += 1;
             assert!(rounds < 20);
@@ -162,7 +179,7 @@ fn reads_wait_for_their_answer_and_hold_completions_in_order() {
         ..Io::default()
     };
     let mut m = machine();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     // Both READ requests the ORD allows, with the SEND between them.
     let ops: Vec<Opcode> = io.emitted.iter().map(|(s, _)| s.hdr.opcode).collect();
     assert_eq!(
@@ -189,11 +206,11 @@ fn reads_wait_for_their_answer_and_hold_completions_in_order() {
     assert!(m.read_answered());
     assert!(io.completed.is_empty(), "completions come from emit");
     // The ORD frees a slot: the third READ goes.
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
     assert_eq!(io.emitted.len(), 4);
     assert!(m.read_answered() && m.read_answered());
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert_eq!(io.completed.len(), 4);
     assert!(!m.read_answered(), "no READ is awaited");
 }
@@ -214,7 +231,7 @@ fn a_fence_waits_for_reads_and_answers_go_first() {
         src_to: 0x3000,
     }));
     let mut m = machine();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     let ops: Vec<Opcode> = io.emitted.iter().map(|(s, _)| s.hdr.opcode).collect();
     assert_eq!(
         ops,
@@ -240,7 +257,7 @@ fn a_fence_waits_for_reads_and_answers_go_first() {
         }
     );
     m.read_answered();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert_eq!(io.emitted.last().unwrap().0.hdr.opcode, Opcode::Send);
     assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
 }
@@ -256,7 +273,7 @@ fn rfc_7306_only_with_extensions() {
         ..Io::default()
     };
     let mut m = machine();
-    let o = m.emit(&P, &mut io);
+    let o = emit(&mut m, &P, &mut io);
     assert!(o.error);
     assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::LOC_QP_OP_ERR)]);
     // With: the WRITE, then the immediate data on queue 0.
@@ -269,7 +286,7 @@ fn rfc_7306_only_with_extensions() {
         ..Io::default()
     };
     let mut m = machine();
-    m.emit(&ext, &mut io);
+    emit(&mut m, &ext, &mut io);
     let (s, _) = io.emitted[1];
     assert_eq!(s.hdr.opcode, Opcode::ImmediateSolicited);
     assert_eq!(
@@ -287,7 +304,7 @@ fn rfc_7306_only_with_extensions() {
         sq: vec![wqe(MsgOp::SendImm, 4)],
         ..Io::default()
     };
-    assert!(machine().emit(&ext, &mut io).error);
+    assert!(emit(&mut machine(), &ext, &mut io).error);
 }
 
 #[test]
@@ -298,10 +315,10 @@ fn local_operations_wait_for_the_head_and_a_corrupt_ring_is_fatal() {
         ..Io::default()
     };
     let mut m = machine();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert!(io.locals.is_empty());
     m.read_answered();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert_eq!(io.locals, [1]);
     assert_eq!(io.completed.len(), 2);
     // A producer more than the ring's size ahead.
@@ -309,7 +326,7 @@ fn local_operations_wait_for_the_head_and_a_corrupt_ring_is_fatal() {
         sq: vec![wqe(MsgOp::Send, 1); 65],
         ..Io::default()
     };
-    assert!(machine().emit(&P, &mut io).fatal);
+    assert!(emit(&mut machine(), &P, &mut io).fatal);
 }
 
 /// A stream bound after local operations ran at the head of the queue
@@ -329,7 +346,7 @@ fn a_machine_started_later_takes_the_queue_from_there() {
     };
     let mut m = machine();
     m.start_at(2);
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert_eq!(io.locals, [3]);
     assert_eq!(
         io.completed,
@@ -348,7 +365,7 @@ fn a_refused_read_completes_with_remote_access_error() {
         ..Io::default()
     };
     let mut m = machine();
-    m.emit(&P, &mut io);
+    emit(&mut m, &P, &mut io);
     assert!(io.completed.is_empty());
     assert_eq!(m.take_done(), None);
     assert!(m.read_refused());
@@ -358,4 +375,40 @@ fn a_refused_read_completes_with_remote_access_error() {
     assert_eq!(m.take_done(), Some((1, wc::SUCCESS)));
     assert_eq!(m.take_done(), None);
     assert!(!m.read_refused());
+}
+
+/// A SEND or WRITE is complete once the socket has taken its last byte,
+/// not when its FPDUs are built: an application that sees the completion
+/// may look for the data at the other end.  A READ answered shows that
+/// what went before it was taken.
+#[test]
+fn sends_and_writes_complete_once_the_socket_took_them() {
+    let mut io = Io {
+        sq: vec![
+            wqe(MsgOp::Write, 3000),
+            wqe(MsgOp::Send, 10),
+            wqe(MsgOp::Read, 10),
+            wqe(MsgOp::Write, 10),
+        ],
+        ..Io::default()
+    };
+    let mut m = machine();
+    assert_eq!(m.emit(&P, &mut io), Outcome::default());
+    // WRITE: 3 FPDUs; SEND: 1; READ request: 1; WRITE: 1.
+    assert_eq!(io.emitted.len(), 6);
+    assert!(io.completed.is_empty());
+    m.taken(2, &mut io);
+    assert!(io.completed.is_empty());
+    m.taken(3, &mut io);
+    assert_eq!(io.completed, [(0, wc::SUCCESS)]);
+    // The READ's answer: the SEND before it went out; the WRITE after it
+    // waits for the socket.
+    assert!(m.read_answered());
+    m.taken(3, &mut io);
+    assert_eq!(
+        io.completed,
+        [(0, wc::SUCCESS), (1, wc::SUCCESS), (2, wc::SUCCESS)]
+    );
+    m.taken(6, &mut io);
+    assert_eq!(io.completed.len(), 4);
 }

@@ -7,9 +7,11 @@
 //! the MSNs, the ORD, the fences, and where a message stopped when the
 //! socket was full.
 //!
-//! TCP delivers what it accepts, so a SEND or WRITE is complete once its
-//! last segment is handed over; a READ or atomic once its answer is back
-//! (`read_answered`).  Completions are reported in the send queue's order.
+//! TCP delivers what it accepts, so a SEND or WRITE is complete once the
+//! socket has taken its last byte (`taken`: not when its FPDUs are built,
+//! which may be long before, behind a full socket); a READ or atomic once
+//! its answer is back (`read_answered`).  Completions are reported in the
+//! send queue's order.
 
 use super::fpdu::{
     AtomicOp, AtomicRequest, AtomicResponse, Header, Opcode, Placement, RdmapHeader, ReadRequest,
@@ -83,6 +85,9 @@ pub(crate) trait OutboundIo {
     fn run_local(&mut self, index: u32) -> u8;
     /// Queue one FPDU: the segment's headers, its payload from `src`.
     fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail>;
+    /// The stream position after everything queued so far (bytes since
+    /// the stream began, as `taken` counts them).
+    fn position(&self) -> u64;
     /// The WQE in slot `index` (the head) is done with `status`.
     fn complete(&mut self, index: u32, status: u8);
     /// The oldest answer owed to the peer, if any (not yet taken).
@@ -124,6 +129,9 @@ pub(crate) struct Slot {
     pub(crate) wqe: OutWqe,
     /// Out whole (READ/atomic: the request is out).
     pub(crate) sent: bool,
+    /// SEND/WRITE: the stream position its last byte ends at; done once
+    /// the socket has taken the stream that far.
+    pub(crate) ends_at: u64,
     /// Done, awaiting its turn at the head.
     pub(crate) done: bool,
     pub(crate) status: u8,
@@ -211,11 +219,22 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         self.read_done(wc::REM_ACCESS_ERR)
     }
 
-    /// The oldest READ or atomic request is done with `status`.
+    /// The oldest READ or atomic request is done with `status`.  The
+    /// SENDs and WRITEs before it are done too: the socket took them
+    /// before the request, which the peer has answered.
     fn read_done(&mut self, status: u8) -> bool {
         let Some(i) = self.oldest_read() else {
             return false;
         };
+        let mut j = self.head;
+        while j != i {
+            let s = self.slot(j);
+            if s.sent && !s.done {
+                s.done = true;
+                s.status = wc::SUCCESS;
+            }
+            j = j.wrapping_add(1);
+        }
         let s = self.slot(i);
         s.done = true;
         s.status = status;
@@ -236,6 +255,24 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         }
         self.head = h.wrapping_add(1);
         Some((h, s.status))
+    }
+
+    /// The socket has taken the stream up to `position`: the SENDs and
+    /// WRITEs it holds whole are done; complete what is done, in order.
+    pub(crate) fn taken(&mut self, position: u64, io: &mut impl OutboundIo) {
+        let mut i = self.head;
+        while i != self.next {
+            let s = self.slot(i);
+            if s.sent && !s.done && !is_read_or_atomic(s.wqe.op) {
+                if s.ends_at > position {
+                    break;
+                }
+                s.done = true;
+                s.status = wc::SUCCESS;
+            }
+            i = i.wrapping_add(1);
+        }
+        self.retire(io);
     }
 
     /// Complete done WQEs from the head, in order.
@@ -494,14 +531,13 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
             io.answered();
             return;
         };
+        let at = io.position();
         let s = self.slot(index);
         s.sent = true;
         if is_read_or_atomic(s.wqe.op) {
             self.reads_out += 1;
         } else {
-            s.done = true;
-            s.status = wc::SUCCESS;
-            self.retire(io);
+            s.ends_at = at;
         }
     }
 

@@ -459,6 +459,9 @@ impl Cep {
                 let mut after = After::default();
                 let stream = {
                     let mut q = qp.inner.lock();
+                    // What the stream built goes out after it (below):
+                    // its SENDs and WRITEs are done, not flushed.
+                    qp.iwarp_hand_on(&mut q, &mut after);
                     if !todo.keep_state && q.state != QpState::Err && q.state != QpState::Reset {
                         qp.enter(&mut q, QpState::Err, &mut after);
                     }

@@ -63,6 +63,9 @@ pub(crate) struct Stream {
     /// Built FPDUs the socket has not taken yet (from `tx_off`).
     tx: KVec<u8>,
     tx_off: usize,
+    /// Bytes of the stream the socket has taken (SENDs and WRITEs that
+    /// end within them are done: `Outbound::taken`).
+    taken: u64,
     /// The stream failed: nothing more is parsed or sent.
     pub(crate) broken: bool,
     /// A TERMINATE owed to the peer (the receive side found a fault):
@@ -90,8 +93,8 @@ pub(crate) struct Stream {
 
 impl Stream {
     /// What was built but not yet taken by the socket, for a graceful
-    /// close to send after the stream is gone (its work requests completed
-    /// when they were built; the socket may hold the start of an FPDU);
+    /// close to send after the stream is gone (`Qp::iwarp_hand_on` completed
+    /// its work requests; the socket may hold the start of an FPDU);
     /// nothing if the stream failed.  (A TERMINATE owed is not built: the
     /// consumer's close comes first.)
     pub(crate) fn unsent(&self) -> &[u8] {
@@ -124,15 +127,15 @@ pub(crate) const RESPONDER_HOLD_USECS: u64 = 200_000;
 pub(crate) const INITIATOR_HOLD_USECS: u64 = 20_000;
 
 impl Stream {
-    /// The stream of a connection set up with `neg`, for a send queue of
-    /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`;
-    /// in peer-to-peer mode an initiator's RTR goes out first.
     /// Take the send queue from index `sq_cons` on (under the QP lock, as
     /// the stream is bound: local operations before it have completed).
     pub(crate) fn start_at(&mut self, sq_cons: u32) {
         self.out.start_at(sq_cons);
     }
 
+    /// The stream of a connection set up with `neg`, for a send queue of
+    /// `sq_slots` slots (a power of two), holding its first FPDU if `hold`;
+    /// in peer-to-peer mode an initiator's RTR goes out first.
     pub(crate) fn new(
         cep: Arc<Cep>,
         tcp: Arc<Tcp>,
@@ -176,6 +179,7 @@ impl Stream {
                 crc: neg.crc,
                 tx: KVec::new(),
                 tx_off: 0,
+                taken: 0,
                 broken: false,
                 term: None,
                 term_sent: false,
@@ -477,9 +481,33 @@ struct OutIo<'a> {
     tx: &'a mut KVec<u8>,
     /// Bytes `tx` may hold before the socket takes them.
     ahead: usize,
+    /// The stream position of `tx`'s first byte.
+    base: u64,
     crc: bool,
     /// FPDUs built.
     fpdus: u64,
+}
+
+impl Stream {
+    /// The outbound machine, its settings, and its I/O over the rest of
+    /// the stream and the send queue `q`.
+    fn outbound<'a>(
+        &'a mut self,
+        q: SendQueue<'a>,
+        ahead: usize,
+    ) -> (&'a mut Outbound<KVec<Slot>>, &'a OutboundParams, OutIo<'a>) {
+        let io = OutIo {
+            q,
+            answers: &mut self.answers,
+            inb: &mut self.inb,
+            base: self.taken - self.tx_off as u64,
+            tx: &mut self.tx,
+            ahead,
+            crc: self.crc,
+            fpdus: 0,
+        };
+        (&mut self.out, &self.params, io)
+    }
 }
 
 impl OutIo<'_> {
@@ -553,6 +581,10 @@ impl OutboundIo for OutIo<'_> {
             Some(w) => self.q.run_local(&w),
             None => abi::WC_LOC_QP_OP_ERR,
         }
+    }
+
+    fn position(&self) -> u64 {
+        self.base + self.tx.len() as u64
     }
 
     fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail> {
@@ -860,6 +892,7 @@ impl Qp {
                     st.tx_off,
                 )
             };
+            let sent_from = off;
             let failed = tcp.send_from(&buf, &mut off).is_err();
             let mut after = After::default();
             let step = {
@@ -880,11 +913,30 @@ impl Qp {
                         }
                         return false;
                     };
-                    if off < buf.len() || failed {
+                    let whole = off == buf.len() && !failed;
+                    st.taken += (off - sent_from) as u64;
+                    if whole {
+                        buf.clear();
+                        off = 0;
+                    }
+                    st.tx = buf;
+                    st.tx_off = off;
+                    // The SENDs and WRITEs the socket now holds whole are
+                    // done (an application that sees the completion may
+                    // look for the data at the other end).
+                    let taken = st.taken;
+                    let q = SendQueue {
+                        qp: self,
+                        dev: &dev,
+                        sq: &*sq,
+                        sq_cons: &mut *sq_cons,
+                        after: &mut after,
+                    };
+                    let (out, _, mut io) = st.outbound(q, ahead);
+                    out.taken(taken, &mut io);
+                    if !whole {
                         // The socket is full (its write-space callback
                         // brings us back) or broken.
-                        st.tx = buf;
-                        st.tx_off = off;
                         (
                             if failed {
                                 Step::Close(true)
@@ -893,64 +945,52 @@ impl Qp {
                             },
                             false,
                         )
-                    } else {
-                        buf.clear();
-                        st.tx = buf;
-                        st.tx_off = 0;
-                        if st.term_sent {
-                            // The TERMINATE went out: close.
-                            (Step::Close(false), false)
-                        } else if let Some(c) = st.term {
-                            // What was built went out: now the TERMINATE.
-                            st.term_sent = true;
-                            if terminate_fpdu(&mut st.tx, c, st.crc).is_ok() {
-                                dev.counters().bump(Counter::IwTerminatesSent);
-                                (Step::Again, false)
-                            } else {
-                                (Step::Close(true), false)
-                            }
-                        } else if st.hold {
-                            (Step::Wait, false)
-                        } else if st.rtr_owed {
-                            st.rtr_owed = false;
-                            if rtr_fpdu(&mut st.tx, st.crc).is_ok() {
-                                dev.counters().bump(Counter::IwTxFpdus);
-                                (Step::Again, false)
-                            } else {
-                                (Step::Close(true), false)
-                            }
+                    } else if st.term_sent {
+                        // The TERMINATE went out: close.
+                        (Step::Close(false), false)
+                    } else if let Some(c) = st.term {
+                        // What was built went out: now the TERMINATE.
+                        st.term_sent = true;
+                        if terminate_fpdu(&mut st.tx, c, st.crc).is_ok() {
+                            dev.counters().bump(Counter::IwTerminatesSent);
+                            (Step::Again, false)
                         } else {
-                            st.params.sending = *state == QpState::Rts;
-                            let mut io = OutIo {
-                                q: SendQueue {
-                                    qp: self,
-                                    dev: &dev,
-                                    sq,
-                                    sq_cons,
-                                    after: &mut after,
-                                },
-                                answers: &mut st.answers,
-                                inb: &mut st.inb,
-                                tx: &mut st.tx,
-                                ahead,
-                                crc: st.crc,
-                                fpdus: 0,
-                            };
-                            let o: Outcome = st.out.emit(&st.params, &mut io);
-                            let sent = io.fpdus;
-                            for _ in 0..sent {
-                                dev.counters().bump(Counter::IwTxFpdus);
-                            }
-                            if o.fatal {
-                                // (The peer learns why.)
-                                st.term = Some(cause::LOCAL_CATASTROPHIC);
-                            }
-                            let again = !st.tx.is_empty() || st.term.is_some();
-                            (
-                                if again { Step::Again } else { Step::Wait },
-                                o.error || o.fatal,
-                            )
+                            (Step::Close(true), false)
                         }
+                    } else if st.hold {
+                        (Step::Wait, false)
+                    } else if st.rtr_owed {
+                        st.rtr_owed = false;
+                        if rtr_fpdu(&mut st.tx, st.crc).is_ok() {
+                            dev.counters().bump(Counter::IwTxFpdus);
+                            (Step::Again, false)
+                        } else {
+                            (Step::Close(true), false)
+                        }
+                    } else {
+                        st.params.sending = *state == QpState::Rts;
+                        let q = SendQueue {
+                            qp: self,
+                            dev: &dev,
+                            sq,
+                            sq_cons,
+                            after: &mut after,
+                        };
+                        let (out, params, mut io) = st.outbound(q, ahead);
+                        let o: Outcome = out.emit(params, &mut io);
+                        let sent = io.fpdus;
+                        for _ in 0..sent {
+                            dev.counters().bump(Counter::IwTxFpdus);
+                        }
+                        if o.fatal {
+                            // (The peer learns why.)
+                            st.term = Some(cause::LOCAL_CATASTROPHIC);
+                        }
+                        let again = !st.tx.is_empty() || st.term.is_some();
+                        (
+                            if again { Step::Again } else { Step::Wait },
+                            o.error || o.fatal,
+                        )
                     }
                 };
                 if error && s.state != QpState::Err {
@@ -976,6 +1016,28 @@ impl Qp {
                 }
             }
         }
+    }
+
+    /// A graceful close takes the stream, and sends what it built after it
+    /// (`Stream::unsent`, `Cep::drain_more`): the SENDs and WRITEs built
+    /// are done (under the QP lock, before the ERR state flushes the rest).
+    pub(crate) fn iwarp_hand_on(&self, q: &mut QpInner, after: &mut After) {
+        let dev = self.dev();
+        let QpInner {
+            iw, sq, sq_cons, ..
+        } = q;
+        let Some(st) = iw.as_deref_mut().filter(|st| !st.broken) else {
+            return;
+        };
+        let q = SendQueue {
+            qp: self,
+            dev: &dev,
+            sq,
+            sq_cons,
+            after,
+        };
+        let (out, _, mut io) = st.outbound(q, 0);
+        out.taken(u64::MAX, &mut io);
     }
 
     /// The socket has room again.

@@ -3,13 +3,15 @@
 //! `outbound` builds FPDUs, `rx` and `inbound` take them).  TCP neither
 //! loses nor reorders, so the world's faults are the ones a stream has:
 //! bytes delivered in pieces of any size at any time, a send buffer that
-//! fills (the outbound machine must resume where it stopped), and, when
+//! fills (the outbound machine must resume where it stopped), a socket
+//! that takes what was built in pieces of any size, and, when
 //! asked, flipped bits (which the CRC-32C must catch before a corrupted
 //! message completes).  One seeded generator drives everything.
 //!
 //! Both ends post SENDs, WRITEs, READs and (with RFC 7306) WRITEs with
 //! immediate data and fetch-adds at once.  Checked as the run goes:
-//! - every WQE completes exactly once, in posting order, successfully;
+//! - every WQE completes exactly once, in posting order, successfully; a
+//!   SEND or WRITE only once the socket has taken all its bytes;
 //! - SEND data and immediate data reach the peer's receives in order,
 //!   intact; WRITE data lands at its target (a shadow copy of each end's
 //!   target region, updated in posting order, must equal the region once
@@ -89,6 +91,12 @@ struct Side {
     answers: VecDeque<Answer>,
     posted: VecDeque<Vec<u8>>,
     current: Option<Vec<u8>>,
+    /// FPDUs built that the socket has not taken yet.
+    tx: VecDeque<u8>,
+    /// Bytes the socket has taken (the stream position after them).
+    taken: u64,
+    /// Per WQE: the stream position after its last FPDU.
+    ends: Vec<u64>,
     /// Bytes on their way to the peer.
     wire: VecDeque<u8>,
     completed: u32,
@@ -123,6 +131,9 @@ impl Side {
             answers: VecDeque::new(),
             posted: VecDeque::new(),
             current: None,
+            tx: VecDeque::new(),
+            taken: 0,
+            ends: Vec::new(),
             wire: VecDeque::new(),
             completed: 0,
             sends: VecDeque::new(),
@@ -138,7 +149,10 @@ impl Side {
 struct OutIo<'a> {
     mem: &'a [u8],
     sq: &'a [(OutWqe, usize, Expect)],
-    wire: &'a mut VecDeque<u8>,
+    tx: &'a mut VecDeque<u8>,
+    /// The stream position of `tx`'s first byte.
+    base: u64,
+    ends: &'a mut Vec<u64>,
     answers: &'a mut VecDeque<Answer>,
     done: Vec<(u32, u8)>,
     crc: bool,
@@ -160,8 +174,11 @@ impl OutboundIo for OutIo<'_> {
     fn run_local(&mut self, _index: u32) -> u8 {
         wc::SUCCESS
     }
+    fn position(&self) -> u64 {
+        self.base + self.tx.len() as u64
+    }
     fn emit(&mut self, seg: &Segment, src: Source) -> Result<(), EmitFail> {
-        if self.wire.len() >= self.room {
+        if self.tx.len() >= self.room {
             return Err(EmitFail::Full);
         }
         let mut buf = [0u8; MAX_HEADER];
@@ -178,10 +195,17 @@ impl OutboundIo for OutIo<'_> {
             .ok_or(EmitFail::BadMemory)?;
         let step: Update = crc32c_update;
         let t = Trailer::new(&buf[..n], &[payload], self.crc.then_some(step));
-        self.wire.extend(&buf[..n]);
-        self.wire.extend(payload);
-        self.wire.extend(t.as_bytes());
+        self.tx.extend(&buf[..n]);
+        self.tx.extend(payload);
+        self.tx.extend(t.as_bytes());
         self.fpdus += 1;
+        if let Source::Wqe(i) = src {
+            let i = i as usize;
+            if self.ends.len() <= i {
+                self.ends.resize(i + 1, 0);
+            }
+            self.ends[i] = self.base + self.tx.len() as u64;
+        }
         Ok(())
     }
     fn complete(&mut self, index: u32, status: u8) {
@@ -319,7 +343,9 @@ pub fn run(cfg: Config) -> Report {
             let mut io = OutIo {
                 mem: &s.mem,
                 sq: &s.sq,
-                wire: &mut s.wire,
+                tx: &mut s.tx,
+                base: s.taken,
+                ends: &mut s.ends,
                 answers: &mut s.answers,
                 done: Vec::new(),
                 crc: cfg.crc,
@@ -328,13 +354,36 @@ pub fn run(cfg: Config) -> Report {
                 answered: 0,
             };
             let o = s.out.emit(&params, &mut io);
+            let (answered, fpdus, mut done) = (io.answered, io.fpdus, io.done);
+            // The socket takes a piece of what is built (all of it, half
+            // the time); what it holds whole is done.
+            let n = match rng.below(2) {
+                0 => s.tx.len(),
+                _ => rng.below(s.tx.len() as u64 + 1) as usize,
+            };
+            s.wire.extend(s.tx.drain(..n));
+            s.taken += n as u64;
+            let mut io = OutIo {
+                mem: &s.mem,
+                sq: &s.sq,
+                tx: &mut s.tx,
+                base: s.taken,
+                ends: &mut s.ends,
+                answers: &mut s.answers,
+                done: Vec::new(),
+                crc: cfg.crc,
+                room: 0,
+                fpdus: 0,
+                answered: 0,
+            };
+            s.out.taken(s.taken, &mut io);
+            done.append(&mut io.done);
             // Each answer out frees a request slot of the IRD.
-            for _ in 0..io.answered {
+            for _ in 0..answered {
                 s.inb.answered();
             }
-            rep.fpdus += io.fpdus;
-            progress |= io.fpdus > 0 || !io.done.is_empty();
-            let done = io.done;
+            rep.fpdus += fpdus;
+            progress |= fpdus > 0 || n > 0 || !done.is_empty();
             if o.error || o.fatal {
                 rep.faults.push(format!("side {i}: outbound {o:?}"));
             }
@@ -367,7 +416,10 @@ pub fn run(cfg: Config) -> Report {
         // (A SEND completes once handed to TCP: the run ends when the
         // streams are empty too.)
         let done = sides.iter().all(|s| {
-            s.completed as u64 == cfg.messages && s.wire.is_empty() && s.answers.is_empty()
+            s.completed as u64 == cfg.messages
+                && s.tx.is_empty()
+                && s.wire.is_empty()
+                && s.answers.is_empty()
         });
         if done || sides.iter().any(|s| s.dead) {
             break;
@@ -564,6 +616,17 @@ fn check_completion(rep: &mut Report, s: &mut Side, i: usize, idx: u32, status: 
     if status != wc::SUCCESS {
         rep.faults.push(format!(
             "side {i}: WQE {idx} completed with status {status}"
+        ));
+    }
+    let sent = matches!(
+        s.sq.get(idx as usize).and_then(|w| w.0.op),
+        Some(MsgOp::Send | MsgOp::Write | MsgOp::WriteImm)
+    );
+    let end = s.ends.get(idx as usize).copied().unwrap_or(u64::MAX);
+    if sent && end > s.taken {
+        rep.faults.push(format!(
+            "side {i}: WQE {idx} completed at stream position {}, before the socket took its end ({end})",
+            s.taken
         ));
     }
     s.completed = idx + 1;

@@ -79,6 +79,24 @@ fn sim_ud_hostile_link() {
     run("ud", Service::Ud, PER_SEED, Faults::HOSTILE);
 }
 
+/// faults.sh's `burst` profile (netem `loss gemodel 0.5% 25% 50% 0%`):
+/// losses in bursts of 4 packets on average, data and ACKs alike.  RC must
+/// complete everything within its retry budget (it is refreshed by
+/// progress).
+#[test]
+fn sim_rc_burst_loss() {
+    let burst = Faults {
+        loss: 0,
+        burst: Some(sim::Burst {
+            enter: 5_000,
+            leave: 250_000,
+            lose: 500_000,
+        }),
+        ..Faults::NONE
+    };
+    run("rc-burst", Service::Rc, PER_SEED, burst);
+}
+
 #[test]
 fn sim_rc_clean_link() {
     run("rc-clean", Service::Rc, PER_SEED / 4, Faults::NONE);
@@ -274,6 +292,53 @@ mod statuses {
         assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS));
         assert_eq!(b.d.recv_cq.len(), 8);
         assert_eq!(a.req.cwnd, WINDOW);
+    }
+
+    /// Every ACK of a window is lost, so the requester times out and
+    /// resends from the oldest PSN, a part of the window at a time.  The
+    /// responder, which has everything, answers the duplicates with an ACK
+    /// of the newest PSN it has: that acknowledges first transmissions the
+    /// requester has not resent yet, and must be taken, not dropped as an
+    /// ACK of something never sent (the requester would resend the same
+    /// part on every timeout until retry_cnt ran out: RETRY_EXC_ERR on a
+    /// link that had delivered everything; faults.sh's burst profile).
+    #[test]
+    fn an_ack_beyond_the_resent_part_completes_the_window() {
+        let mut a = Endpoint::new(0x11, 0x22, attrs(7, 7), 1 << 20, 8);
+        let mut b = Endpoint::new(0x22, 0x11, attrs(7, 7), 1 << 20, 8);
+        // Eight SENDs of 16 packets: 128 packets, the whole window, twice
+        // what a timeout leaves of it.
+        for i in 0..8u64 {
+            a.post_send(Wqe {
+                len: 4096,
+                laddr: i * 4096,
+                ..wqe(MsgOp::Send, 0, 0)
+            });
+            b.d.rq.push_back(Recv {
+                wr_id: i,
+                addr: 0x8_0000 + i * 4096,
+                len: 4096,
+            });
+        }
+        let mut sent = 0;
+        while {
+            let more = a.pump();
+            for f in std::mem::take(&mut a.d.outbox) {
+                b.receive(&f);
+                sent += 1;
+            }
+            more
+        } {}
+        assert_eq!(sent, 128);
+        // Every ACK is lost.
+        while b.pump() {}
+        assert_eq!(b.d.recv_cq.len(), 8);
+        a.d.now = a.d.timer.expect("the ACK timer runs");
+        a.fire_timer();
+        exchange(&mut a, &mut b, false, 8);
+        assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS));
+        assert_eq!(a.d.counts[crate::roce::Count::AckTimeout as usize], 1);
+        assert_eq!(b.d.recv_cq.len(), 8);
     }
 
     #[test]

@@ -109,6 +109,15 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         if psn::diff(next, self.una) > 0 {
             self.move_una(next);
             progress = true;
+            // Rewound into the message at the head, whose first
+            // transmission is now acknowledged in part: resend from una.
+            if self.next_wqe == self.head && self.head != self.fetched {
+                let t = self.get(self.head);
+                let at = psn::diff(self.una, Psn::new(t.first_psn));
+                if !t.is_read_or_atomic() && at > self.wqe_pkt as i32 {
+                    self.wqe_pkt = at as u32;
+                }
+            }
         }
         if progress {
             self.fresh_budgets(prm);
@@ -195,7 +204,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         let p = pkt.hdr.bth.psn;
         // Only PSNs sent and not yet acknowledged (or the one just before,
         // a duplicate ACK) mean anything.
-        if psn::diff(p, self.una) < 0 || psn::diff(p, self.send_point()) >= 0 {
+        if psn::diff(p, self.una) < 0 || psn::diff(p, self.sent_to) >= 0 {
             io.count(Count::Duplicate);
             return;
         }

@@ -212,6 +212,13 @@ pub(crate) struct Requester<W, S> {
     pub(crate) next_psn: Psn,
     /// The oldest PSN not yet acknowledged.
     pub(crate) una: Psn,
+    /// The PSN after the newest packet sent so far (after a READ, its
+    /// whole response range).  A rewind resends from an older PSN, but an
+    /// ACK of anything before this one is an ACK of a first transmission:
+    /// taken for a packet not yet sent, it would be dropped, and with it
+    /// every ACK a responder that has everything sends for the resent
+    /// duplicates (the newest PSN it has), until retry_cnt ran out.
+    pub(crate) sent_to: Psn,
     /// READ and atomic WQEs sent and not completed.
     pub(crate) rd_inflight: u32,
     /// The window in use (`MIN_WINDOW..=WINDOW`): halved by each ACK
@@ -259,6 +266,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             fetched: 0,
             next_psn: Psn::new(0),
             una: Psn::new(0),
+            sent_to: Psn::new(0),
             rd_inflight: 0,
             cwnd: WINDOW,
             retry_left: 0,
@@ -281,6 +289,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         self.fetched = self.head;
         self.next_psn = Psn::new(sq_psn);
         self.una = Psn::new(sq_psn);
+        self.sent_to = Psn::new(sq_psn);
         self.rd_inflight = 0;
         self.cwnd = WINDOW;
         self.retry_left = retry;
@@ -497,6 +506,10 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 self.wqe_pkt = 0;
             } else {
                 self.wqe_pkt += 1;
+            }
+            let sp = self.send_point();
+            if psn::diff(sp, self.sent_to) > 0 {
+                self.sent_to = sp;
             }
             if p.svc == Service::Rc {
                 sent_rc = true;

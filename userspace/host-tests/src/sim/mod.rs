@@ -72,6 +72,18 @@ pub struct Faults {
     /// Base one-way delay and its jitter, nanoseconds.
     pub delay: u64,
     pub jitter: u64,
+    /// Losses in bursts (Gilbert-Elliott, as netem's `loss gemodel`), per
+    /// direction: a packet moves the link into its bad state with `enter`
+    /// ppm, out of it with `leave` ppm; in the bad state `lose` ppm are
+    /// lost (on top of `loss`).
+    pub burst: Option<Burst>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Burst {
+    pub enter: u32,
+    pub leave: u32,
+    pub lose: u32,
 }
 
 impl Faults {
@@ -82,6 +94,7 @@ impl Faults {
         reorder: 0,
         delay: 5_000,
         jitter: 0,
+        burst: None,
     };
 
     /// A link that loses and corrupts but keeps order and never duplicates:
@@ -96,6 +109,7 @@ impl Faults {
         reorder: 0,
         delay: 5_000,
         jitter: 0,
+        burst: None,
     };
 
     /// A hostile link: 2 % loss, 1 % duplication, 1 % corruption, 2 %
@@ -107,6 +121,7 @@ impl Faults {
         reorder: 20_000,
         delay: 5_000,
         jitter: 2_000,
+        burst: None,
     };
 }
 
@@ -235,6 +250,8 @@ pub struct World {
     now: u64,
     /// When each endpoint's transmitter is free again.
     tx_free: [u64; 2],
+    /// Each direction's burst state (bad).
+    bad: [bool; 2],
     report: Report,
     posting: bool,
     /// The last events (SIM_TRACE=1 prints them with a failure).
@@ -298,6 +315,7 @@ impl World {
             seq: 0,
             now: 0,
             tx_free: [0, 0],
+            bad: [false, false],
             report: Report::default(),
             posting: true,
             trace: VecDeque::new(),
@@ -532,7 +550,17 @@ impl World {
         let depart = self.now.max(self.tx_free[from]) + (frame.len() as f64 * NS_PER_BYTE) as u64;
         self.tx_free[from] = depart;
         let f = self.cfg.faults;
-        if self.rng.ppm(f.loss) {
+        let mut burst_lost = false;
+        if let Some(b) = f.burst {
+            let bad = &mut self.bad[from];
+            *bad = if *bad {
+                !self.rng.ppm(b.leave)
+            } else {
+                self.rng.ppm(b.enter)
+            };
+            burst_lost = *bad && self.rng.ppm(b.lose);
+        }
+        if burst_lost || self.rng.ppm(f.loss) {
             self.note(|| "  lost".into());
             self.report.lost += 1;
             return;

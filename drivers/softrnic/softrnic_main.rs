@@ -69,6 +69,10 @@ module! {
             default: 10,
             description: "iWARP: seconds a connection waits for the peer's MPA request or reply (1 to 300)",
         },
+        join_timeout: u32 {
+            default: 60,
+            description: "iWARP: seconds a QP joined by modify_qp (a softrnic extension) waits for the peer's QP to join too (1 to 3600)",
+        },
         mpa_rtr: u32 {
             default: 0,
             description: "iWARP: 1 asks for RFC 6581 peer-to-peer mode when connecting (a zero-length WRITE as the RTR); 0 does not. A peer that asks always gets it",

@@ -20,11 +20,13 @@ set -- test_garbage_before_key test_bad_key test_bad_revision test_oversized_pri
     test_bad_mo_terminates test_too_long_terminates test_write_past_end_terminates \
     test_read_past_end_terminates test_foreign_pd_stag_terminates test_peer_stops_reading \
     test_reset_mid_message test_close_drains test_rtr_write test_rtr_read test_rtr_send \
-    test_join_port test_counters test_device_still_works
+    test_join_port test_join_alone test_counters test_device_still_works
 plan $#
 
-# (A peer's MPA request must come within 2 s: the silent cases end sooner.)
-modprobe softrnic mpa_crc=1 mpa_timeout=2 || { echo "DIED hostile_iwarp_setup: modprobe"; exit 1; }
+# (A peer's MPA request must come within 2 s: the silent cases end sooner.
+# A QP joined by modify_qp waits 10 s x SLOW for its peer's.)
+JOIN_TIMEOUT=$((10 * SLOW))
+modprobe softrnic mpa_crc=1 mpa_timeout=2 join_timeout=$JOIN_TIMEOUT || { echo "DIED hostile_iwarp_setup: modprobe"; exit 1; }
 ip netns add wa && ip netns add wb &&
     ip link add wa0 netns wa type veth peer name wb0 netns wb &&
     ip -n wa addr add $IP_A/24 dev wa0 && ip -n wb addr add $IP_B/24 dev wb0 &&
@@ -255,6 +257,19 @@ test_join_port() {
     wait_for '[ "$(counter iw_mpa_timeouts)" -gt "$before" ]' 100 ||
         fail "a join request for no waiting QP: iw_mpa_timeouts stayed at $before"
     join_once after
+}
+
+# A QP joined to one that never joins back gives up after join_timeout,
+# whether it connects (wx0, the lower address) or waits (wy0): ERR, its
+# SEND flushed, iw_mpa_timeouts counted.
+test_join_alone() {
+    for end in a b; do
+        dev=wx0; [ $end = b ] && dev=wy0
+        before=$(counter iw_mpa_timeouts $dev)
+        j=$(cd $T && timeout $((120 * SLOW)) python3 iwarp_join.py wx0 wy0 $((JOIN_TIMEOUT + 30 * SLOW)) alone $end 2>&1 | tail -n 1)
+        case $j in OK*) echo "$j" ;; *) fail "$j" ;; esac
+        [ "$(counter iw_mpa_timeouts $dev)" -gt "$before" ] || fail "$dev: iw_mpa_timeouts stayed at $before"
+    done
 }
 
 test_counters() {

@@ -4,7 +4,13 @@ connect_pair as for IB and RoCE, then a SEND each way, an RDMA WRITE and an
 RDMA READ, every byte checked.  Prints one line, "OK <what moved>" or
 "FAIL <why>"; exits 0 either way (the suite reads the line).
 
-usage: iwarp_join.py DEV_A DEV_B [SECONDS]  (each completion's wait, 30 s)"""
+With "alone a" or "alone b" only that end's QP moves to RTS, the other's
+staying in INIT: a SEND posted there must complete, flushed, once the join
+has waited `join_timeout` (the module parameter) for its peer: "a" (the
+lower address) as the end that connects, "b" as the end that waits.
+
+usage: iwarp_join.py DEV_A DEV_B [SECONDS [alone a|b]]  (each completion's
+wait, 30 s)"""
 import sys
 
 from pyverbs.mr import MR
@@ -18,6 +24,23 @@ ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REM
 
 
 WAIT = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+
+
+def alone(which):
+    """One end joins a QP that never joins back."""
+    a, b = rc_pair.End(sys.argv[1], 0), rc_pair.End(sys.argv[2], 0)
+    (qa, cqa), (qb, cqb) = a.qp(), b.qp()
+    end, q, cq, peer, peer_q = (a, qa, cqa, b, qb) if which == 'a' else (b, qb, cqb, a, qa)
+    rc_pair.connect(end, q, peer, peer_q.qp_num, access=ACCESS)
+    mr = MR(end.pd, SIZE, ACCESS)
+    q.post_send(SendWR(wr_id=2, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(mr.buf, SIZE, mr.lkey)],
+                       send_flags=e.IBV_SEND_SIGNALED))
+    wc = rc_pair.wait_wc(cq, WAIT)
+    if wc is None:
+        raise RuntimeError(f'{which} alone: no completion in {WAIT} s')
+    if wc.status != e.IBV_WC_WR_FLUSH_ERR:
+        raise RuntimeError(f'{which} alone: completion status {wc.status}, not flushed')
+    print(f'OK {which} alone: its SEND flushed when the join gave up')
 
 
 def main():
@@ -73,6 +96,9 @@ def main():
 
 
 try:
-    main()
+    if len(sys.argv) > 5 and sys.argv[4] == 'alone':
+        alone(sys.argv[5])
+    else:
+        main()
 except Exception as x:  # noqa: BLE001 (any failure is the verdict)
     print(f'FAIL {x}')

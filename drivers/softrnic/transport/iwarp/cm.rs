@@ -23,6 +23,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, Mutex, SpinLockIrq};
 use kernel::time::{Delta, Instant, Monotonic};
 
+use super::join::join_timeout_ms;
 use crate::engine::Counter;
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
@@ -62,12 +63,16 @@ fn mpa_timeout_ms() -> u32 {
     crate::module_parameters::mpa_timeout.value().clamp(1, 300) * 1000
 }
 
+pub(crate) fn deadline_in(ms: u32) -> Instant<Monotonic> {
+    Instant::now() + Delta::from_millis(i64::from(ms))
+}
+
 /// Start the MPA setup's deadline: the socket's work item runs at it.
 /// The work item also runs for other reasons (a connect's progress, two
 /// of which may queue it twice), so the deadline is kept to tell.
 fn arm_deadline(s: &mut CepInner, tcp: &Tcp) {
     let ms = mpa_timeout_ms();
-    s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+    s.deadline = Some(deadline_in(ms));
     tcp.defer_after(ms);
 }
 
@@ -789,18 +794,25 @@ impl Cep {
     /// anything else is refused.
     fn join_request(&self, private: &[u8]) {
         let mut todo = Todo::default();
+        let req = JoinRequest::decode(private);
+        // A QP of ours, which may not be in RTS yet: wait for it as long
+        // as a join waits (looked up with no endpoint lock held).
+        let known = req.is_some_and(|r| self.dev().verbs().qps.get(r.dest_qpn).is_some());
         let tcp = {
             let mut s = self.inner.lock();
             if s.phase != Phase::AwaitAccept {
                 return;
             }
-            match JoinRequest::decode(private) {
+            match req {
                 Some(req) => {
                     s.join = Some(Join {
                         req,
                         active: None,
                         retry_at: None,
                     });
+                    if known {
+                        s.deadline = Some(deadline_in(join_timeout_ms()));
+                    }
                     s.tcp.clone()
                 }
                 None => {
@@ -817,8 +829,8 @@ impl Cep {
     }
 
     /// A join request waiting (work item): answer it once its QP waits for
-    /// exactly this connection (`Qp::join_waiting`); reset it at the MPA
-    /// deadline.
+    /// exactly this connection (`Qp::join_waiting`); reset it at its
+    /// deadline (`join_request`).
     fn join_answer(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) {
         let Some((req, remote)) = ({
             let s = self.inner.lock();
@@ -873,7 +885,7 @@ impl Cep {
     /// A join's connecting end found the connection refused or reset
     /// before its reply (work item): connect again after `JOIN_RETRY_MS`
     /// (the peer's QP may not be in RTS yet, its device not yet
-    /// listening), until the MPA deadline.  False when it is over.
+    /// listening), until the join's deadline.  False when it is over.
     fn join_retry(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) -> bool {
         let (local, remote) = {
             let mut s = self.inner.lock();
@@ -1119,7 +1131,13 @@ impl TcpHandler for Cep {
                 if let Ok((local, remote)) = tcp.addrs() {
                     (s.local, s.remote) = (local, remote);
                 }
-                arm_deadline(&mut s, &tcp);
+                if s.join.is_some() {
+                    // The join's deadline (`open`) runs on.
+                    let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                    tcp.defer_after(u32::try_from(left.max(0)).unwrap_or(u32::MAX));
+                } else {
+                    arm_deadline(&mut s, &tcp);
+                }
                 drop(s);
                 if !matches!(tcp.send(&req, false), Ok(n) if n == req.len()) {
                     self.abort();
@@ -1324,8 +1342,7 @@ fn open(
         s.tcp = Some(tcp.clone());
         (s.local, s.remote) = (local, remote);
         if joining {
-            let ms = mpa_timeout_ms();
-            s.deadline = Some(Instant::now() + Delta::from_millis(i64::from(ms)));
+            s.deadline = Some(deadline_in(join_timeout_ms()));
         }
     }
     // The handshake may be over already (its callback found no socket).

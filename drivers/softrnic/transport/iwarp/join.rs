@@ -11,8 +11,10 @@
 use kernel::new_mutex;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
+use kernel::time::{Instant, Monotonic};
 
 use super::cm::{self, Listener};
+use crate::engine::Counter;
 use crate::glue::tcp::SockAddr;
 use crate::glue::IbDevice;
 use crate::iwarp::join::{self, JoinRequest, Peer};
@@ -22,6 +24,18 @@ use crate::verbs::qp::{After, Qp, QpAttrs};
 /// The TCP port a softrnic_iwarp device takes join requests on (RoCEv2's
 /// number: UDP 4791 is RoCE's, TCP 4791 nobody's).
 pub(crate) const JOIN_PORT: u16 = 4791;
+
+/// How long the two ends of a join wait for each other, in milliseconds
+/// (`join_timeout` seconds): the peer's modify_qp to RTS may come any time
+/// after ours (IB QPs wait for each other indefinitely), so a join is not
+/// held to `mpa_timeout`.  A join request naming no QP of the device gets
+/// `mpa_timeout` (`Cep::join_request`).
+pub(crate) fn join_timeout_ms() -> u32 {
+    crate::module_parameters::join_timeout
+        .value()
+        .clamp(1, 3600)
+        * 1000
+}
 
 /// A device's join port: listening from the first join on, at the
 /// address that join used, until the device goes.
@@ -188,8 +202,14 @@ fn start_join(dev: &IbDevice, qp: &Qp, plan: &Plan) -> Result {
         if let Some(c) = late {
             c.cancel_join();
         }
-    } else if let Some(port) = dev.driver().join.as_ref() {
-        port.offer();
+    } else {
+        // The waiting end's deadline (`Qp::join_timer`); the connecting
+        // end's is its connection's.
+        let dying = qp.inner.lock().eng.dying;
+        qp.arm_timer(dying, u64::from(join_timeout_ms()) * 1000);
+        if let Some(port) = dev.driver().join.as_ref() {
+            port.offer();
+        }
     }
     Ok(())
 }
@@ -201,6 +221,8 @@ pub(crate) struct JoinWait {
     initiator: bool,
     /// The connecting end's connection, until it is bound.
     cep: Option<Arc<cm::Cep>>,
+    /// When the waiting end gives up.
+    deadline: Instant<Monotonic>,
 }
 
 impl JoinWait {
@@ -209,7 +231,13 @@ impl JoinWait {
             remote: plan.remote,
             initiator: plan.initiator,
             cep: None,
+            deadline: cm::deadline_in(join_timeout_ms()),
         }
+    }
+
+    /// The waiting end's deadline has passed.
+    fn overdue(&self) -> bool {
+        !self.initiator && (self.deadline - Instant::now()).as_millis() <= 0
     }
 
     /// The QP left RTS or goes (taken off it; no QP lock held): a
@@ -231,6 +259,26 @@ fn ird_ord(a: &QpAttrs) -> (u32, u32) {
 }
 
 impl Qp {
+    /// The QP's timer fired (`Qp::iwarp_timeout`): a QP that has waited
+    /// `join_timeout` for its peer's connection gives up, as the connecting
+    /// end does at its connection's deadline: ERR, its work requests flush.
+    pub(crate) fn join_timer(&self) {
+        let mut after = After::default();
+        let ended = {
+            let mut s = self.inner.lock();
+            if s.iw.is_some() || !s.join.as_ref().is_some_and(JoinWait::overdue) {
+                return;
+            }
+            self.enter(&mut s, QpState::Err, &mut after);
+            s.join.take()
+        };
+        self.after(after);
+        self.dev().counters().bump(Counter::IwMpaTimeouts);
+        if let Some(j) = ended {
+            j.end();
+        }
+    }
+
     /// Whether this QP waits for QP `src_qpn`'s join request from
     /// `remote`: in RTS, joining without connecting, destination
     /// `src_qpn`, no stream yet.  Its IRD and ORD if so.

@@ -1051,6 +1051,8 @@ impl Qp {
         if let Some(st) = self.inner.lock().iw.as_deref_mut() {
             st.hold = false;
         }
+        // (Or a join waited for its peer too long.)
+        self.join_timer();
         self.schedule();
     }
 }

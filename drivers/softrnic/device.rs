@@ -199,6 +199,22 @@ pub(crate) fn forget(dev: &IbDevice) {
 }
 
 /// What a netdev event means for the devices over that netdev.
+/// An IPv4 address of `ndev` came or went: the GIDs of the iWARP ports on
+/// it follow (`glue::ops::query_gid`); ib_core's RoCE GID table follows by
+/// itself.
+pub(crate) fn netdev_addr_event(ndev: &NetDevice) {
+    let id = ndev.id();
+    let devices = DEVICES.lock();
+    for e in devices.iter().filter(|e| {
+        e.netdev_id == id
+            && e.registered
+            && !e.unregistering
+            && e.dev.driver().transport == Transport::Iwarp
+    }) {
+        e.dev.gid_change_event();
+    }
+}
+
 pub(crate) fn netdev_event(event: glue::NetdevEvent, ndev: &NetDevice) {
     let id = ndev.id();
     let mut devices = DEVICES.lock();

@@ -24,7 +24,7 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw join capture"
+    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw join rc_pingpong gids capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
@@ -216,6 +216,37 @@ t_join() {
     FAIL*) fail "${line#FAIL }" ;;
     *) fail "iwarp_join.py gave no verdict (timed out or died)" ;;
     esac
+}
+
+# ibv_rc_pingpong as between two RoCE devices: each end names the other by
+# its IPv4-mapped GID (index 1, the veth's address) and QP number, and the
+# QPs are joined by modify_qp; SENDs of 4 KiB both ways, checked (--chk).
+t_rc_pingpong() {
+    [ "$TYPE_A:$TYPE_B" = sw:sw ] || skip "siw joins no QPs by modify_qp"
+    GID_A=1 GID_B=1
+    pingpong rc 18720 -n $((200 / SLOW)) -s 4096
+}
+
+# An iWARP port's GIDs: index 0 from the MAC (as siw's), then one
+# IPv4-mapped GID per address of the netdev, following addresses as they
+# come and go (a GID_CHANGE event makes ib_core read them again).
+t_gids() {
+    [ "$TYPE_A" = sw ] || skip "siw's only GID is its MAC's"
+    g=/sys/class/infiniband/$DEV_A/ports/1/gids
+    mac=$(ip netns exec $NS_A cat /sys/class/net/$VETH_A/address | tr -d :)
+    g0=$(tr -d : < $g/0)
+    [ "$g0" = "${mac}00000000000000000000" ] || fail "GID 0 is $(cat $g/0), not from the MAC $mac"
+    [ "$(cat $g/1)" = "$(v4_gid $IP_A)" ] || fail "GID 1 is $(cat $g/1), not $(v4_gid $IP_A)"
+    ip -n $NS_A addr add 10.78.9.9/32 dev $VETH_A
+    wait_for "[ \"\$(cat $g/2)\" = $(v4_gid 10.78.9.9) ]" 50 || fail "an added address: GID 2 is $(cat $g/2)"
+    ip -n $NS_A addr del 10.78.9.9/32 dev $VETH_A
+    wait_for "[ \"\$(cat $g/2)\" = 0000:0000:0000:0000:0000:0000:0000:0000 ]" 50 ||
+        fail "a removed address: GID 2 is still $(cat $g/2)"
+    result "GID 0 from the MAC, GID 1 $IP_A, an address added and removed"
+}
+# v4_gid A.B.C.D: the IPv4-mapped GID as sysfs shows it.
+v4_gid() {
+    echo "$1" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n", $1, $2, $3, $4 }'
 }
 
 t_send_lat() {

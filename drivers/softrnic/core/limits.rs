@@ -74,6 +74,9 @@ pub(crate) const IWARP_LIMITS: DeviceLimits = DeviceLimits {
 /// Entries in a RoCE port's GID table (ib_core fills it from the netdev's
 /// addresses: one RoCEv2 GID per IPv4/IPv6 address).
 pub(crate) const ROCE_GID_TABLE_LEN: u32 = 128;
+/// Entries in an iWARP port's GID table: the MAC's (index 0, as siw's),
+/// then one IPv4-mapped GID per IPv4 address of the netdev.
+pub(crate) const IWARP_GID_TABLE_LEN: u32 = 16;
 /// Largest message a QP accepts, in bytes (2 GiB, the IBTA maximum).
 pub(crate) const MAX_MSG_SIZE: u32 = 1 << 31;
 /// Worst-case RoCEv2 header bytes on top of the payload in one frame:

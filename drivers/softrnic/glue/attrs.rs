@@ -67,7 +67,7 @@ pub(crate) fn fill_port_attr(t: Transport, nd: Option<&NetDevice>, a: &mut b::ib
     a.phys_mtu = mtu;
     a.gid_tbl_len = match t {
         Transport::Roce => limits::ROCE_GID_TABLE_LEN as i32,
-        Transport::Iwarp => 1,
+        Transport::Iwarp => limits::IWARP_GID_TABLE_LEN as i32,
     };
     a.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
     a.max_msg_sz = limits::MAX_MSG_SIZE;
@@ -86,7 +86,7 @@ pub(crate) fn fill_port_immutable(t: Transport, imm: &mut b::ib_port_immutable) 
             imm.max_mad_size = b::IB_MGMT_MAD_SIZE;
         }
         Transport::Iwarp => {
-            imm.gid_tbl_len = 1;
+            imm.gid_tbl_len = limits::IWARP_GID_TABLE_LEN as i32;
             imm.core_cap_flags = b::RDMA_CORE_PORT_IWARP;
             imm.max_mad_size = 0;
         }

@@ -249,6 +249,19 @@ impl IbDevice {
         unsafe { bindings::softrnic_dispatch_port_event(self.ib(), 1, ev) }
     }
 
+    /// The port's GIDs changed (an iWARP port's follow the netdev's IPv4
+    /// addresses): ib_core reads them again (`query_gid`).
+    pub(crate) fn gid_change_event(&self) {
+        // SAFETY: the device is registered and alive.
+        unsafe {
+            bindings::softrnic_dispatch_port_event(
+                self.ib(),
+                1,
+                bindings::ib_event_type_IB_EVENT_GID_CHANGE,
+            )
+        }
+    }
+
     /// The netdev bound to the port, referenced for the guard's lifetime.
     /// Any context, the receive softirq included (see the shim).
     pub(crate) fn port_netdev(&self) -> Option<HeldNetDevice> {
@@ -350,6 +363,15 @@ impl NetDevice {
         let mut a = [0u8; 4];
         // SAFETY: as above; `a` has room for an IPv4 address.
         unsafe { bindings::softrnic_netdev_ipv4(self.0.as_ptr(), a.as_mut_ptr()) }.then_some(a)
+    }
+
+    /// The netdev's `nth` IPv4 address (each primary before its
+    /// secondaries).
+    pub(crate) fn ipv4_nth(&self, nth: u32) -> Option<[u8; 4]> {
+        let mut a = [0u8; 4];
+        // SAFETY: as above; `a` has room for an IPv4 address.
+        unsafe { bindings::softrnic_netdev_ipv4_nth(self.0.as_ptr(), nth, a.as_mut_ptr()) }
+            .then_some(a)
     }
 
     /// The IPv4 address this netdev's ARP table gives `mac`.
@@ -457,6 +479,15 @@ extern "C" fn softrnic_netdev_event(event: ffi::c_ulong, ndev: *mut bindings::ne
     // SAFETY: the notifier passes a live netdev, valid for this call.
     if let Some(ndev) = unsafe { NetDevice::from_raw(ndev) } {
         device::netdev_event(event, &ndev);
+    }
+}
+
+/// C entry: an IPv4 address of `ndev` came or went (RTNL held).
+#[no_mangle]
+extern "C" fn softrnic_netdev_addr_event(ndev: *mut bindings::net_device) {
+    // SAFETY: the notifier passes a live netdev, valid for this call.
+    if let Some(ndev) = unsafe { NetDevice::from_raw(ndev) } {
+        device::netdev_addr_event(&ndev);
     }
 }
 

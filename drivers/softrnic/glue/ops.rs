@@ -194,8 +194,11 @@ unsafe extern "C" fn query_pkey(
     }
 }
 
-/// iWARP ports have one GID, made from the MAC (RoCE GIDs come from ib_core's
-/// table, filled from the netdev's IP addresses).
+/// An iWARP port's GIDs: index 0 made from the MAC (as siw's), then one
+/// IPv4-mapped GID per IPv4 address of the netdev, which a QP joined by
+/// modify_qp may name as its destination (`transport/iwarp/join.rs`); a
+/// zero GID past the last (an empty entry for ib_core's cache).  RoCE GIDs
+/// come from ib_core's table, filled from the netdev's IP addresses.
 ///
 /// # Safety
 /// Called only by ib_core, as an `ib_device_ops` member, with the pointers
@@ -208,14 +211,27 @@ unsafe extern "C" fn query_gid(
 ) -> ffi::c_int {
     // SAFETY: ib_core passes a live device and a writable gid.
     let (dev, gid) = unsafe { (dev(ib), &mut *gid) };
-    if port != 1 || index != 0 || dev.driver().transport != Transport::Iwarp {
+    let Ok(index) = u32::try_from(index) else {
+        return EINVAL.to_errno();
+    };
+    if port != 1
+        || index >= crate::limits::IWARP_GID_TABLE_LEN
+        || dev.driver().transport != Transport::Iwarp
+    {
         return EINVAL.to_errno();
     }
     let Some(nd) = dev.port_netdev() else {
         return ENODEV.to_errno();
     };
     let mut raw = [0u8; 16];
-    raw[..6].copy_from_slice(&nd.mac());
+    match index {
+        0 => raw[..6].copy_from_slice(&nd.mac()),
+        n => {
+            if let Some(a) = nd.ipv4_nth(n - 1) {
+                raw = crate::iwarp::join::v4_gid(a);
+            }
+        }
+    }
     gid.raw = raw;
     0
 }

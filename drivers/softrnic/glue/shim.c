@@ -42,12 +42,31 @@ static struct notifier_block softrnic_notifier = {
 	.notifier_call = softrnic_notifier_call,
 };
 
+/* An IPv4 address came or went (RTNL held): iWARP ports' GIDs follow. */
+static int softrnic_inetaddr_call(struct notifier_block *nb, unsigned long event,
+				  void *ptr)
+{
+	const struct in_ifaddr *ifa = ptr;
+
+	softrnic_netdev_addr_event(ifa->ifa_dev->dev);
+	return NOTIFY_OK;
+}
+
+static struct notifier_block softrnic_inetaddr_notifier = {
+	.notifier_call = softrnic_inetaddr_call,
+};
+
 int softrnic_shim_register(void)
 {
 	int err = register_netdevice_notifier(&softrnic_notifier);
 
 	if (err)
 		return err;
+	err = register_inetaddr_notifier(&softrnic_inetaddr_notifier);
+	if (err) {
+		unregister_netdevice_notifier(&softrnic_notifier);
+		return err;
+	}
 	rdma_link_register(&softrnic_link_roce);
 	rdma_link_register(&softrnic_link_iwarp);
 	return 0;
@@ -58,6 +77,7 @@ void softrnic_shim_unregister(void)
 {
 	rdma_link_unregister(&softrnic_link_iwarp);
 	rdma_link_unregister(&softrnic_link_roce);
+	unregister_inetaddr_notifier(&softrnic_inetaddr_notifier);
 	unregister_netdevice_notifier(&softrnic_notifier);
 }
 
@@ -185,6 +205,29 @@ bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
 	if (in_dev) {
 		in_dev_for_each_ifa_rcu(ifa, in_dev) {
 			if (ifa->ifa_flags & IFA_F_SECONDARY)
+				continue;
+			memcpy(addr, &ifa->ifa_local, 4);
+			found = true;
+			break;
+		}
+	}
+	rcu_read_unlock();
+	return found;
+}
+
+/* The netdev's `nth` IPv4 address (in the order the netdev keeps them:
+ * each primary before its secondaries) into `addr`; false past the last. */
+bool softrnic_netdev_ipv4_nth(struct net_device *ndev, unsigned int nth, u8 addr[4])
+{
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	bool found = false;
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(ndev);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (nth--)
 				continue;
 			memcpy(addr, &ifa->ifa_local, 4);
 			found = true;

@@ -35,6 +35,7 @@ enum softrnic_transport {
 int softrnic_newlink(enum softrnic_transport transport, const char *ibdev_name,
 		     struct net_device *ndev);
 void softrnic_netdev_event(unsigned long event, struct net_device *ndev);
+void softrnic_netdev_addr_event(struct net_device *ndev);
 const char *softrnic_transport_name(struct ib_device *ibdev);
 
 /* Implemented in C (glue/shim.c). */
@@ -55,6 +56,7 @@ unsigned int softrnic_netdev_mtu(const struct net_device *ndev);
 const char *softrnic_netdev_name(const struct net_device *ndev);
 void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6]);
 bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4]);
+bool softrnic_netdev_ipv4_nth(struct net_device *ndev, unsigned int nth, u8 addr[4]);
 bool softrnic_neigh_ipv4(struct net_device *ndev, const u8 mac[6], u8 addr[4]);
 void softrnic_dev_put(struct net_device *ndev);
 int softrnic_copy_to_udata(struct ib_udata *udata, const void *src, size_t len);

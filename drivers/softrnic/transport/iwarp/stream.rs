@@ -923,17 +923,20 @@ impl Qp {
                     st.tx_off = off;
                     // The SENDs and WRITEs the socket now holds whole are
                     // done (an application that sees the completion may
-                    // look for the data at the other end).
-                    let taken = st.taken;
-                    let q = SendQueue {
-                        qp: self,
-                        dev: &dev,
-                        sq: &*sq,
-                        sq_cons: &mut *sq_cons,
-                        after: &mut after,
-                    };
-                    let (out, _, mut io) = st.outbound(q, ahead);
-                    out.taken(taken, &mut io);
+                    // look for the data at the other end).  Not once the
+                    // QP is in ERR: its flush completed what was left.
+                    if !st.broken && *state != QpState::Err {
+                        let taken = st.taken;
+                        let q = SendQueue {
+                            qp: self,
+                            dev: &dev,
+                            sq: &*sq,
+                            sq_cons: &mut *sq_cons,
+                            after: &mut after,
+                        };
+                        let (out, _, mut io) = st.outbound(q, ahead);
+                        out.taken(taken, &mut io);
+                    }
                     if !whole {
                         // The socket is full (its write-space callback
                         // brings us back) or broken.
@@ -1024,11 +1027,19 @@ impl Qp {
     pub(crate) fn iwarp_hand_on(&self, q: &mut QpInner, after: &mut After) {
         let dev = self.dev();
         let QpInner {
-            iw, sq, sq_cons, ..
+            iw,
+            sq,
+            sq_cons,
+            state,
+            ..
         } = q;
         let Some(st) = iw.as_deref_mut().filter(|st| !st.broken) else {
             return;
         };
+        if *state == QpState::Err {
+            // (Its flush completed what was left.)
+            return;
+        }
         let q = SendQueue {
             qp: self,
             dev: &dev,

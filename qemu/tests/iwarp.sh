@@ -24,7 +24,7 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw join rc_pingpong gids capture"
+    write_bw_4qp send_lat write_imm_bw fetch_add_bw cmp_swap_bw join rc_pingpong rc_pingpong_2nd gids capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
@@ -225,6 +225,22 @@ t_rc_pingpong() {
     [ "$TYPE_A:$TYPE_B" = sw:sw ] || skip "siw joins no QPs by modify_qp"
     GID_A=1 GID_B=1
     pingpong rc 18720 -n $((200 / SLOW)) -s 4096
+}
+
+# The same from the GIDs of a second address on each veth (index 2, in
+# another subnet): each end's join goes from that address, and the other
+# device's join port listens there too.
+t_rc_pingpong_2nd() {
+    [ "$TYPE_A:$TYPE_B" = sw:sw ] || skip "siw joins no QPs by modify_qp"
+    ip -n $NS_A addr add 10.79.0.1/24 dev $VETH_A && ip -n $NS_B addr add 10.79.0.2/24 dev $VETH_B ||
+        fail "could not add the second addresses"
+    g=/sys/class/infiniband
+    wait_for "grep -q ffff:0a4f:0001 $g/$DEV_A/ports/1/gids/2 && grep -q ffff:0a4f:0002 $g/$DEV_B/ports/1/gids/2" 50 ||
+        fail "GID 2: $(cat $g/$DEV_A/ports/1/gids/2) and $(cat $g/$DEV_B/ports/1/gids/2)"
+    GID_A=2 GID_B=2
+    ( pingpong rc 18721 -n $((200 / SLOW)) -s 4096 ); rc=$?
+    ip -n $NS_A addr del 10.79.0.1/24 dev $VETH_A; ip -n $NS_B addr del 10.79.0.2/24 dev $VETH_B
+    exit $rc
 }
 
 # An iWARP port's GIDs: index 0 from the MAC (as siw's), then one

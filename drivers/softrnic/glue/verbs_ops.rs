@@ -803,19 +803,22 @@ pub(super) unsafe extern "C" fn modify_qp(
         None
     };
     // iWARP: a destination GID names the peer of a join by modify_qp.
-    let iw_dgid = if mask & attr::AV != 0 && q.is_iwarp() {
+    let iw_path = if mask & attr::AV != 0 && q.is_iwarp() {
         if u32::from(a.ah_attr.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 {
             return EINVAL.to_errno();
         }
-        // SAFETY: `raw` is the byte view of the GID union.
-        Some(unsafe { a.ah_attr.grh.dgid.raw })
+        Some(qp::IwPath {
+            // SAFETY: `raw` is the byte view of the GID union.
+            dgid: unsafe { a.ah_attr.grh.dgid.raw },
+            sgid_index: a.ah_attr.grh.sgid_index,
+        })
     } else {
         None
     };
     // (Planned before the QP's lock: the join port may start listening.)
     let to_rts = mask & attr::STATE != 0 && a.qp_state == QpState::Rts as u32;
     let dest = (mask & attr::DEST_QPN != 0).then_some(a.dest_qp_num);
-    let join = match iw_join::plan(&d, q, to_rts, dest, iw_dgid) {
+    let join = match iw_join::plan(&d, q, to_rts, dest, iw_path) {
         Ok(p) => p,
         Err(e) => return e.to_errno(),
     };
@@ -875,8 +878,8 @@ pub(super) unsafe extern "C" fn modify_qp(
             av,
             d.limits(),
         )?;
-        if iw_dgid.is_some() {
-            s.attrs.iw_dgid = iw_dgid;
+        if iw_path.is_some() {
+            s.attrs.iw_path = iw_path;
         }
         if mask & attr::STATE != 0 {
             if let Some(plan) = join
@@ -962,13 +965,14 @@ pub(super) unsafe extern "C" fn query_qp(
     a.rnr_retry = t.rnr_retry;
     if let Some(av) = &t.av {
         av_to(av, &mut a.ah_attr);
-    } else if let Some(dgid) = t.iw_dgid {
+    } else if let Some(p) = t.iw_path {
         // iWARP: the destination a join by modify_qp was given (a consumer
         // moving the QP back to RTS with what it queried joins it again).
         a.ah_attr = b::rdma_ah_attr::default();
         a.ah_attr.ah_flags = b::ib_ah_flags_IB_AH_GRH as u8;
         a.ah_attr.port_num = 1;
-        a.ah_attr.grh.dgid.raw = dgid;
+        a.ah_attr.grh.dgid.raw = p.dgid;
+        a.ah_attr.grh.sgid_index = p.sgid_index;
     }
     let c = &q.caps;
     a.cap = b::ib_qp_cap {

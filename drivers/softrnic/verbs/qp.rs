@@ -48,9 +48,17 @@ pub(crate) struct QpAttrs {
     pub(crate) sqd_notify: bool,
     pub(crate) path_mig_state: u32,
     pub(crate) av: Option<Av>,
-    /// iWARP: the destination GID a modify_qp gave (a join by modify_qp,
+    /// iWARP: the address vector a modify_qp gave (a join by modify_qp,
     /// `transport/iwarp/join.rs`).
-    pub(crate) iw_dgid: Option<[u8; 16]>,
+    pub(crate) iw_path: Option<IwPath>,
+}
+
+/// An iWARP QP's address vector: the destination GID, and the index of
+/// the port's own GID the join goes from.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct IwPath {
+    pub(crate) dgid: [u8; 16],
+    pub(crate) sgid_index: u8,
 }
 
 #[repr(C)]

@@ -19,7 +19,7 @@ use crate::glue::tcp::SockAddr;
 use crate::glue::IbDevice;
 use crate::iwarp::join::{self, JoinRequest, Peer};
 use crate::qp_state::QpState;
-use crate::verbs::qp::{After, Qp, QpAttrs};
+use crate::verbs::qp::{After, IwPath, Qp, QpAttrs};
 
 /// The TCP port a softrnic_iwarp device takes join requests on (RoCEv2's
 /// number: UDP 4791 is RoCE's, TCP 4791 nobody's).
@@ -37,51 +37,53 @@ pub(crate) fn join_timeout_ms() -> u32 {
         * 1000
 }
 
-/// A device's join port: listening from the first join on, at the
-/// address that join used, until the device goes.
+/// A device's join port: listening from the first join on, at each
+/// address a join went from (the address of the QP's source GID), until
+/// the device goes.
 #[pin_data]
 pub(crate) struct JoinPort {
     #[pin]
-    listener: Mutex<Option<([u8; 16], Arc<Listener>)>>,
+    listeners: Mutex<KVec<([u8; 16], Arc<Listener>)>>,
 }
 
 impl JoinPort {
     pub(crate) fn new() -> Result<Arc<JoinPort>> {
         Arc::pin_init(
             pin_init!(JoinPort {
-                listener <- new_mutex!(None, "softrnic_join_port"),
+                listeners <- new_mutex!(KVec::new(), "softrnic_join_port"),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// Listen at `addr` (a GID) unless the port already does (process
-    /// context).  An address that changed moves the port.
+    /// Listen at `addr` (a GID) too, unless the port already does
+    /// (process context).  At most one listener per GID of the port: past
+    /// that, the oldest goes (its address is likely gone).
     fn ensure(&self, dev: &IbDevice, addr: &[u8; 16]) -> Result {
-        let mut l = self.listener.lock();
-        if l.as_ref().is_some_and(|(at, _)| at == addr) {
+        let mut l = self.listeners.lock();
+        if l.iter().any(|(at, _)| at == addr) {
             return Ok(());
         }
-        if let Some((_, old)) = l.take() {
-            old.stop();
-        }
         let new = cm::listen_join(dev, &SockAddr::from_gid(addr, JOIN_PORT))?;
-        *l = Some((*addr, new));
+        if l.len() >= crate::limits::IWARP_GID_TABLE_LEN as usize {
+            l.remove(0)?.1.stop();
+        }
+        l.push((*addr, new), GFP_KERNEL)?;
         Ok(())
     }
 
     /// A QP now waits for its join request: the requests waiting look
     /// again.
     fn offer(&self) {
-        if let Some((_, l)) = self.listener.lock().as_ref() {
+        for (_, l) in self.listeners.lock().iter() {
             l.offer();
         }
     }
 
     /// The device goes: stop listening, and reset the requests waiting.
     pub(crate) fn stop(&self) {
-        let l = self.listener.lock().take();
-        if let Some((_, l)) = l {
+        let all = core::mem::take(&mut *self.listeners.lock());
+        for (_, l) in all.iter() {
             l.stop();
         }
     }
@@ -104,36 +106,42 @@ pub(crate) fn plan(
     qp: &Qp,
     to_rts: bool,
     dest: Option<u32>,
-    dgid: Option<[u8; 16]>,
+    path: Option<IwPath>,
 ) -> Result<Option<Plan>> {
     if !qp.is_iwarp() || !to_rts {
         return Ok(None);
     }
-    let (dgid, dest, idle) = {
+    let (path, dest, idle) = {
         let s = qp.inner.lock();
         let idle = s.state != QpState::Rts && s.iw.is_none() && s.join.is_none();
         (
-            dgid.or(s.attrs.iw_dgid),
+            path.or(s.attrs.iw_path),
             dest.unwrap_or(s.attrs.dest_qpn),
             idle,
         )
     };
-    match dgid {
-        Some(g) if idle => prepare(dev, qp.qpn(), dest, &g).map(Some),
+    match path {
+        Some(p) if idle => prepare(dev, qp.qpn(), dest, &p).map(Some),
         _ => Ok(None),
     }
 }
 
-/// Plan the join of QP `qpn` to QP `dest_qpn` at `dgid` (process context,
-/// no QP lock held): the two addresses, which end connects, and the
-/// device's join port listening.  EADDRNOTAVAIL when the netdev has no
-/// IPv4 address; EHOSTUNREACH for a MAC GID the ARP table does not know;
+/// Plan the join of QP `qpn` to QP `dest_qpn` along `path` (process
+/// context, no QP lock held): the two addresses, which end connects, and
+/// the device's join port listening at ours.  Ours is the address of the
+/// source GID (`query_gid`: index 1 on), or the netdev's primary IPv4
+/// address for the MAC's GID (index 0).  EADDRNOTAVAIL when there is no
+/// such address; EHOSTUNREACH for a MAC GID the ARP table does not know;
 /// EAFNOSUPPORT for an IPv6 peer (not yet); EINVAL for a QP joined to
 /// itself.
-fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, dgid: &[u8; 16]) -> Result<Plan> {
+fn prepare(dev: &IbDevice, qpn: u32, dest_qpn: u32, path: &IwPath) -> Result<Plan> {
     let ndev = dev.port_netdev().ok_or(ENODEV)?;
-    let local = join::v4_gid(ndev.ipv4().ok_or(EADDRNOTAVAIL)?);
-    let remote = match join::peer_of(dgid) {
+    let ours = match path.sgid_index {
+        0 => ndev.ipv4(),
+        n => ndev.ipv4_nth(u32::from(n) - 1),
+    };
+    let local = join::v4_gid(ours.ok_or(EADDRNOTAVAIL)?);
+    let remote = match join::peer_of(&path.dgid) {
         // This port's own GID: the peer QP is on this device.
         Peer::Mac(mac) if mac == ndev.mac() => local,
         Peer::Mac(mac) => join::v4_gid(ndev.neigh_ipv4(&mac).ok_or(EHOSTUNREACH)?),

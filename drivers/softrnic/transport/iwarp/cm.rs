@@ -63,6 +63,7 @@ fn mpa_timeout_ms() -> u32 {
     crate::module_parameters::mpa_timeout.value().clamp(1, 300) * 1000
 }
 
+/// The moment `ms` milliseconds from now.
 pub(crate) fn deadline_in(ms: u32) -> Instant<Monotonic> {
     Instant::now() + Delta::from_millis(i64::from(ms))
 }

@@ -285,18 +285,25 @@ pub unsafe extern "C" fn create_cq_ex(
 ) -> *mut ibv_cq_ex {
     // SAFETY: libibverbs passes a valid attribute structure.
     let a = unsafe { &*attr };
-    // Completion timestamps, flow tags, parent domains and ignoring overruns
-    // are not supported; a single-threaded hint needs nothing.
+    // Completion timestamps, flow tags and ignoring overruns are not
+    // supported; a single-threaded hint needs nothing, nor a parent
+    // domain (its allocators go unused: the ring is the kernel's).
     let flags = if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
         a.flags
     } else {
         0
     };
     if a.wc_flags & !SUP_WC_FLAGS != 0
-        || a.comp_mask & !IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
+        || a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0
         || flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0
     {
         return fail(libc::EOPNOTSUPP);
+    }
+    // SAFETY: a PD the consumer passes is a live PD of this context's.
+    if a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0
+        && (a.parent_domain.is_null() || !unsafe { crate::pd::is_parent_domain(a.parent_domain) })
+    {
+        return fail(libc::EINVAL);
     }
     let Some(cq) = alloc_obj::<Cq>() else {
         return fail(libc::ENOMEM);

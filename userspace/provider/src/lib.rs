@@ -290,6 +290,7 @@ static CONTEXT_OPS: Shared<verbs_context_ops> = Shared(verbs_context_ops {
     query_port: Some(query_port),
     alloc_pd: Some(pd::alloc_pd),
     dealloc_pd: Some(pd::dealloc_pd),
+    alloc_parent_domain: Some(pd::alloc_parent_domain),
     reg_mr: Some(mr::reg_mr),
     rereg_mr: Some(mr::rereg_mr),
     dereg_mr: Some(mr::dereg_mr),

@@ -812,7 +812,11 @@ impl Cep {
                         retry_at: None,
                     });
                     if known {
-                        s.deadline = Some(deadline_in(join_timeout_ms()));
+                        // (Longer than the connecting end's, which then
+                        // gives up first and counts it: the two deadlines
+                        // start a connect and a request apart.)
+                        let ms = join_timeout_ms().saturating_add(mpa_timeout_ms());
+                        s.deadline = Some(deadline_in(ms));
                     }
                     s.tcp.clone()
                 }

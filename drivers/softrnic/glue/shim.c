@@ -193,8 +193,10 @@ void softrnic_netdev_mac(const struct net_device *ndev, u8 mac[6])
 	ether_addr_copy(mac, ndev->dev_addr);
 }
 
-/* The netdev's primary IPv4 address into `addr`; false if it has none. */
-bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
+/* The netdev's `nth` IPv4 address, counting only primaries if
+ * `primaries_only`, into `addr`; false past the last. */
+static bool softrnic_ipv4_at(struct net_device *ndev, unsigned int nth,
+			     bool primaries_only, u8 addr[4])
 {
 	const struct in_ifaddr *ifa;
 	struct in_device *in_dev;
@@ -204,7 +206,9 @@ bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
 	in_dev = __in_dev_get_rcu(ndev);
 	if (in_dev) {
 		in_dev_for_each_ifa_rcu(ifa, in_dev) {
-			if (ifa->ifa_flags & IFA_F_SECONDARY)
+			if (primaries_only && (ifa->ifa_flags & IFA_F_SECONDARY))
+				continue;
+			if (nth--)
 				continue;
 			memcpy(addr, &ifa->ifa_local, 4);
 			found = true;
@@ -215,27 +219,17 @@ bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
 	return found;
 }
 
+/* The netdev's primary IPv4 address into `addr`; false if it has none. */
+bool softrnic_netdev_ipv4(struct net_device *ndev, u8 addr[4])
+{
+	return softrnic_ipv4_at(ndev, 0, true, addr);
+}
+
 /* The netdev's `nth` IPv4 address (in the order the netdev keeps them:
  * each primary before its secondaries) into `addr`; false past the last. */
 bool softrnic_netdev_ipv4_nth(struct net_device *ndev, unsigned int nth, u8 addr[4])
 {
-	const struct in_ifaddr *ifa;
-	struct in_device *in_dev;
-	bool found = false;
-
-	rcu_read_lock();
-	in_dev = __in_dev_get_rcu(ndev);
-	if (in_dev) {
-		in_dev_for_each_ifa_rcu(ifa, in_dev) {
-			if (nth--)
-				continue;
-			memcpy(addr, &ifa->ifa_local, 4);
-			found = true;
-			break;
-		}
-	}
-	rcu_read_unlock();
-	return found;
+	return softrnic_ipv4_at(ndev, nth, false, addr);
 }
 
 struct softrnic_neigh_search {

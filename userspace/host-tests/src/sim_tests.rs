@@ -251,24 +251,31 @@ mod statuses {
         assert_eq!(a.d.counts[crate::roce::Count::AckTimeout as usize], 4);
     }
 
-    #[test]
-    fn ack_timeouts_halve_the_window_to_its_floor_and_acks_widen_it_again() {
-        use crate::roce::requester::{MIN_WINDOW, WINDOW};
+    /// Two endpoints with 1 MiB each: eight SENDs of `len` bytes posted
+    /// at `a`, eight receives for them at `b`, from `recv_at` on.
+    fn eight_sends(len: u64, recv_at: u64) -> (Endpoint, Endpoint) {
         let mut a = Endpoint::new(0x11, 0x22, attrs(7, 7), 1 << 20, 8);
         let mut b = Endpoint::new(0x22, 0x11, attrs(7, 7), 1 << 20, 8);
-        // Eight SENDs of 64 packets each: 512 packets, twice the window.
         for i in 0..8u64 {
             a.post_send(Wqe {
-                len: 16384,
-                laddr: i * 16384,
+                len: len as u32,
+                laddr: i * len,
                 ..wqe(MsgOp::Send, 0, 0)
             });
             b.d.rq.push_back(Recv {
                 wr_id: i,
-                addr: i * 16384,
-                len: 16384,
+                addr: recv_at + i * len,
+                len: len as u32,
             });
         }
+        (a, b)
+    }
+
+    #[test]
+    fn ack_timeouts_halve_the_window_to_its_floor_and_acks_widen_it_again() {
+        use crate::roce::requester::{MIN_WINDOW, WINDOW};
+        // Eight SENDs of 64 packets each: 512 packets, twice the window.
+        let (mut a, mut b) = eight_sends(16384, 0);
         // No ACK comes back: each timeout resends half as much as the try
         // before, down to the floor.
         let mut sent = Vec::new();
@@ -304,22 +311,9 @@ mod statuses {
     /// link that had delivered everything; faults.sh's burst profile).
     #[test]
     fn an_ack_beyond_the_resent_part_completes_the_window() {
-        let mut a = Endpoint::new(0x11, 0x22, attrs(7, 7), 1 << 20, 8);
-        let mut b = Endpoint::new(0x22, 0x11, attrs(7, 7), 1 << 20, 8);
         // Eight SENDs of 16 packets: 128 packets, the whole window, twice
         // what a timeout leaves of it.
-        for i in 0..8u64 {
-            a.post_send(Wqe {
-                len: 4096,
-                laddr: i * 4096,
-                ..wqe(MsgOp::Send, 0, 0)
-            });
-            b.d.rq.push_back(Recv {
-                wr_id: i,
-                addr: 0x8_0000 + i * 4096,
-                len: 4096,
-            });
-        }
+        let (mut a, mut b) = eight_sends(4096, 0x8_0000);
         let mut sent = 0;
         while {
             let more = a.pump();

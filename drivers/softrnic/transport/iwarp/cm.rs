@@ -68,6 +68,11 @@ pub(crate) fn deadline_in(ms: u32) -> Instant<Monotonic> {
     Instant::now() + Delta::from_millis(i64::from(ms))
 }
 
+/// Milliseconds from now until `d` (not positive once it has passed).
+pub(crate) fn ms_until(d: Instant<Monotonic>) -> i64 {
+    (d - Instant::now()).as_millis()
+}
+
 /// Start the MPA setup's deadline: the socket's work item runs at it.
 /// The work item also runs for other reasons (a connect's progress, two
 /// of which may queue it twice), so the deadline is kept to tell.
@@ -303,6 +308,13 @@ struct CepInner {
     /// takes the socket's lock, which callbacks may hold).
     local: SockAddr,
     remote: SockAddr,
+}
+
+impl CepInner {
+    /// Milliseconds left before the deadline (none: 0, overdue).
+    fn ms_left(&self) -> i64 {
+        self.deadline.map_or(0, ms_until)
+    }
 }
 
 /// A join's endpoint state (see `CepInner::join`).
@@ -679,7 +691,7 @@ impl Cep {
                 failed = true;
             }
             s.tail = buf;
-            let overdue = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis()) <= 0;
+            let overdue = s.ms_left() <= 0;
             if s.tail.is_empty() || failed || overdue {
                 let abort = !s.tail.is_empty();
                 s.tail.clear();
@@ -692,7 +704,7 @@ impl Cep {
                 }
             } else if let Some(d) = s.deadline {
                 // Write space brings us back; the deadline at the latest.
-                let left = (d - Instant::now()).as_millis().max(1);
+                let left = ms_until(d).max(1);
                 t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
             }
         }
@@ -868,7 +880,7 @@ impl Cep {
                     }
                 }
                 None => {
-                    let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                    let left = s.ms_left();
                     if left > 0 {
                         // `Listener::offer` brings us back sooner.
                         t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
@@ -894,9 +906,7 @@ impl Cep {
     fn join_retry(self: ArcBorrow<'_, Self>, t: TcpRef<'_>) -> bool {
         let (local, remote) = {
             let mut s = self.inner.lock();
-            let overdue = s
-                .deadline
-                .is_none_or(|d| (d - Instant::now()).as_millis() <= 0);
+            let overdue = s.ms_left() <= 0;
             let Some(j) = s.join.as_mut() else {
                 return false;
             };
@@ -1092,7 +1102,7 @@ impl TcpHandler for Cep {
                 if t.connecting() {
                     if s.join.is_some() {
                         // A join's connect counts against its deadline.
-                        let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                        let left = s.ms_left();
                         if left <= 0 {
                             self.dev().counters().bump(Counter::IwMpaTimeouts);
                             self.end(&mut s, &mut todo, ETIMEDOUT.to_errno(), true);
@@ -1138,7 +1148,7 @@ impl TcpHandler for Cep {
                 }
                 if s.join.is_some() {
                     // The join's deadline (`open`) runs on.
-                    let left = s.deadline.map_or(0, |d| (d - Instant::now()).as_millis());
+                    let left = s.ms_left();
                     tcp.defer_after(u32::try_from(left.max(0)).unwrap_or(u32::MAX));
                 } else {
                     arm_deadline(&mut s, &tcp);
@@ -1164,7 +1174,7 @@ impl TcpHandler for Cep {
             }
             // Not yet due (the connect's second wake-up, say): wait on.
             let Some(deadline) = s.deadline else { return };
-            let left = (deadline - Instant::now()).as_millis();
+            let left = ms_until(deadline);
             if left > 0 {
                 t.defer_after(u32::try_from(left).unwrap_or(u32::MAX));
                 return;

@@ -245,7 +245,7 @@ impl JoinWait {
 
     /// The waiting end's deadline has passed.
     fn overdue(&self) -> bool {
-        !self.initiator && (self.deadline - Instant::now()).as_millis() <= 0
+        !self.initiator && cm::ms_until(self.deadline) <= 0
     }
 
     /// The QP left RTS or goes (taken off it; no QP lock held): a

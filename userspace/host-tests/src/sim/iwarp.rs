@@ -145,6 +145,27 @@ impl Side {
     }
 }
 
+impl Side {
+    /// The outbound machine, and its I/O over the rest of the side (`room`:
+    /// bytes built ahead of the socket at most).
+    fn outbound(&mut self, crc: bool, room: usize) -> (&mut Outbound<Vec<Slot>>, OutIo<'_>) {
+        let io = OutIo {
+            mem: &self.mem,
+            sq: &self.sq,
+            tx: &mut self.tx,
+            base: self.taken,
+            ends: &mut self.ends,
+            answers: &mut self.answers,
+            done: Vec::new(),
+            crc,
+            room,
+            fpdus: 0,
+            answered: 0,
+        };
+        (&mut self.out, io)
+    }
+}
+
 /// The outbound machine's I/O over one side.
 struct OutIo<'a> {
     mem: &'a [u8],
@@ -340,20 +361,9 @@ pub fn run(cfg: Config) -> Report {
             if s.dead {
                 continue;
             }
-            let mut io = OutIo {
-                mem: &s.mem,
-                sq: &s.sq,
-                tx: &mut s.tx,
-                base: s.taken,
-                ends: &mut s.ends,
-                answers: &mut s.answers,
-                done: Vec::new(),
-                crc: cfg.crc,
-                room: 1 + rng.below(64 << 10) as usize,
-                fpdus: 0,
-                answered: 0,
-            };
-            let o = s.out.emit(&params, &mut io);
+            let room = 1 + rng.below(64 << 10) as usize;
+            let (out, mut io) = s.outbound(cfg.crc, room);
+            let o = out.emit(&params, &mut io);
             let (answered, fpdus, mut done) = (io.answered, io.fpdus, io.done);
             // The socket takes a piece of what is built (all of it, half
             // the time); what it holds whole is done.
@@ -363,20 +373,9 @@ pub fn run(cfg: Config) -> Report {
             };
             s.wire.extend(s.tx.drain(..n));
             s.taken += n as u64;
-            let mut io = OutIo {
-                mem: &s.mem,
-                sq: &s.sq,
-                tx: &mut s.tx,
-                base: s.taken,
-                ends: &mut s.ends,
-                answers: &mut s.answers,
-                done: Vec::new(),
-                crc: cfg.crc,
-                room: 0,
-                fpdus: 0,
-                answered: 0,
-            };
-            s.out.taken(s.taken, &mut io);
+            let taken = s.taken;
+            let (out, mut io) = s.outbound(cfg.crc, 0);
+            out.taken(taken, &mut io);
             done.append(&mut io.done);
             // Each answer out frees a request slot of the IRD.
             for _ in 0..answered {

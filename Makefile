@@ -9,6 +9,9 @@
 #                   Documentation/benchmarks.{md,csv,svg} (slow; BENCH_ROUNDS=1 BENCH_QUICK=quick to try it)
 #   make profile    where the CPU goes in one scenario, per implementation (perf and the
 #                   C shims' times; PROFILE="send_lat sr siw", default "write_bw sr rxe")
+#   make install    install the module (/lib/modules/RELEASE/updates, depmod) and the
+#                   provider (libibverbs directory, /etc/libibverbs.d) on this host;
+#                   make install-dkms: the module through DKMS instead; make uninstall
 #   make KDIR=/path/to/kernel/build   build the module against your own kernel, on this host
 SHELL := /bin/bash
 REPO := $(CURDIR)
@@ -19,12 +22,12 @@ ifndef SOFTRNIC_T0
 export SOFTRNIC_T0 := $(shell date +%s)
 endif
 
-.PHONY: all setup module provider run check check-host check-slow check-debug bench profile clean modules-direct provider-direct
+.PHONY: all setup module provider run check check-host check-slow check-debug bench profile clean modules-direct provider-direct install install-dkms uninstall
 
 ifeq ($(KDIR)$(filter 0,$(shell id -u)),)
 # Not root: the build root, its chroot and QEMU's exports need root, so ask
 # sudo for it (as root, nothing changes).
-all setup module provider run check check-host check-slow check-debug bench profile clean:
+all setup module provider run check check-host check-slow check-debug bench profile clean install install-dkms uninstall:
 	@command -v sudo >/dev/null || { echo "softrnic: 'make $@' needs root (debootstrap, chroot, QEMU): run it as root"; exit 1; }
 	sudo -E $(MAKE) $@
 
@@ -65,6 +68,15 @@ bench: all
 
 profile: all
 	@bash scripts/profile $(PROFILE)
+
+install: all
+	@bash scripts/install
+
+install-dkms: all
+	@bash scripts/install --dkms
+
+uninstall:
+	@bash scripts/install --uninstall
 
 # Inside the build root (scripts/build) or against a user's KDIR.
 modules-direct:

@@ -57,7 +57,7 @@ def targets(cell):
     def show(v, unit):
         return "–" if v is None else f"{fmt(v)} {unit}"
 
-    out = ["## Targets (issue 16)", "",
+    out = ["## Targets (issues 16 and 17)", "",
            "| target | softrnic_roce | softrnic_iwarp | rxe | siw | roce | iwarp |",
            "|---|---|---|---|---|---|---|"]
 
@@ -95,6 +95,17 @@ def targets(cell):
                                                     and "failed" not in cell(key, "bw_mibs", i)[0])
                                             for i in ("sr", "sw")) + " |")
             break
+    # Issue 17: a kernel consumer must not be slower on softrnic than on
+    # rxe (and, over iWARP, than on siw).
+    for name, key in (("NVMe-oF 4 KiB random writes, depth 32", ("nvmeof_randwrite", 4096, 32)),
+                      ("NVMe-oF 128 KiB writes, depth 32", ("nvmeof_write", 131072, 32)),
+                      ("NFS over RDMA, 32 MiB written", ("nfs_write", 1048576, 1)),
+                      ("iSER 4 KiB random writes, depth 32", ("iser_randwrite", 4096, 32))):
+        if any(cell(key, "write_mibs", i)[0] != "–" for i in IMPLS):
+            sr, sw, rxe, siw = (med(key, "write_mibs", i) for i in ("sr", "sw", "rxe", "siw"))
+            out.append(f"| {name}: not slower than rxe (iWARP: than siw) | {show(sr, 'MiB/s')} | {show(sw, 'MiB/s')} "
+                       f"| {show(rxe, 'MiB/s')} | {show(siw, 'MiB/s')} | {verdict(at_least(sr, rxe, 1))} "
+                       f"| {verdict(at_least(sw, siw, 1))} |")
     # 64 KiB writes keep the engine busy; 64 B ones it may drain between
     # posts (then each post rings, as it must): reported, not judged.
     line("system calls per post and poll while the engine is busy (ib_write_bw 64 KiB): zero",

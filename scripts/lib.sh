@@ -17,6 +17,15 @@ RDMA_SRC_IN_ROOT=/usr/src/softrnic-rdma-core
 SRC_IN_ROOT=/src                       # where the repository appears in ROOT
 TARGET_IN_ROOT=/var/cache/softrnic-target  # cargo target directory, inside ROOT
 
+# The repository's version: VERSION, and the commit when git can tell
+# (modinfo shows it; the build root has no git, so scripts/build passes it
+# in).
+repo_version() {
+    local h
+    h=$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null) || h=
+    echo "$(cat "$REPO/VERSION")${h:++g$h}"
+}
+
 # Progress lines carry the time since the first script of this command began
 # (make exports SOFTRNIC_T0 once for all of them).
 : "${SOFTRNIC_T0:=$(date +%s)}"

@@ -80,6 +80,34 @@ module! {
     },
 }
 
+/// modinfo's `version`, from the repository (drivers/softrnic/Kbuild sets
+/// `SOFTRNIC_VERSION`); the `module!` macro has no field for it.
+#[link_section = ".modinfo"]
+#[used]
+static MODINFO_VERSION: [u8; version::LEN] = version::entry();
+
+mod version {
+    const KEY: &[u8] = b"version=";
+    const VALUE: &[u8] = env!("SOFTRNIC_VERSION").as_bytes();
+    pub(crate) const LEN: usize = KEY.len() + VALUE.len() + 1;
+
+    /// `version=VALUE\0`, as modpost and modinfo read `.modinfo`.
+    pub(crate) const fn entry() -> [u8; LEN] {
+        let mut e = [0u8; LEN];
+        let mut i = 0;
+        while i < KEY.len() {
+            e[i] = KEY[i];
+            i += 1;
+        }
+        let mut j = 0;
+        while j < VALUE.len() {
+            e[KEY.len() + j] = VALUE[j];
+            j += 1;
+        }
+        e
+    }
+}
+
 struct SoftRnicModule;
 
 impl kernel::Module for SoftRnicModule {

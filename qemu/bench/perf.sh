@@ -16,6 +16,7 @@
 # exits 1.  "quick" runs one size per scenario (to try the bench itself).
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_pairs.sh
+. /src/qemu/tests/lib_consumers.sh
 
 ROUNDS=${1:-3}
 QUICK=; [ "${2:-}" = quick ] && QUICK=1
@@ -103,6 +104,56 @@ lossy() {
     set_fault loss1 || fail "netem"
     bw ib_write_bw 65536 1
     set_fault clean
+}
+
+# The kernel's consumers (issue 17), each over one device alone on a veth
+# in the initial namespace, loopback (lib_consumers.sh, as consumers.sh
+# tests them): NVMe-oF and iSER fio writes of 32 MiB (throughput only: the
+# suites verify), NFS over RDMA a 32 MiB file.
+CONS_MB=32
+fio_figures() { # FIO_JSON: write MiB/s and kIOPS
+    python3 -c 'import json, sys
+j = json.load(open(sys.argv[1]))["jobs"][0]
+if j["error"]: sys.exit("fio error %d" % j["error"])
+w = j["write"]
+print("FIGURE write_mibs %.2f MiB/s" % (w["bw"] / 1024))
+print("FIGURE write_kiops %.3f kIOPS" % (w["iops"] / 1000))' "$1" || fail "fio's figures"
+}
+fio_run() { # DEV RW BS DEPTH
+    timeout $T fio --name=bench --filename=$1 --rw=$2 --bs=$3 --iodepth=$4 --ioengine=libaio --direct=1 \
+        --size=${CONS_MB}M --output-format=json --output=/tmp/fio.json > /tmp/fio.out 2>&1
+}
+nvme_fig() { # RW BS DEPTH
+    nvmet_up || fail "the NVMe-oF target's set-up failed"
+    nvme_connect
+    fio_run $NVME1 "$@"; rc=$?
+    nvmet_down
+    [ $rc = 0 ] || fail "fio exited $rc: $(tail -n 1 /tmp/fio.out)"
+    fio_figures /tmp/fio.json
+}
+nfs_fig() {
+    nfs_server_up || fail "nfsd's set-up failed"
+    mkdir -p /mnt/nfs
+    run mount -t nfs -o vers=4.2,proto=rdma,port=20049 $IP:/ /mnt/nfs
+    # (The first open waits out the server's grace period: not timed.)
+    echo warm > /mnt/nfs/warm || { nfs_server_down; fail "no write through the mount"; }
+    t0=$(date +%s%N)
+    timeout $T dd if=/dev/zero of=/mnt/nfs/bench bs=1M count=$CONS_MB conv=fsync 2>/dev/null; rc=$?
+    t1=$(date +%s%N)
+    nfs_server_down
+    [ $rc = 0 ] || fail "dd through the mount exited $rc"
+    out write_mibs $(awk -v n=$CONS_MB -v t=$((t1 - t0)) 'BEGIN { printf "%.2f", n * 1e9 / t }') MiB/s
+}
+iser_fig() { # RW BS DEPTH
+    iser_target_up || { iser_target_down; fail "the iSER target's set-up failed"; }
+    iscsid_up || { iser_target_down; fail "iscsid"; }
+    timeout $T iscsiadm -m node -o new -T $IQN -p $IP:3260 -I iser >/dev/null &&
+        timeout $T iscsiadm -m node -T $IQN -p $IP:3260 -I iser --login >/dev/null &&
+        wait_for '[ -n "$(iser_disk)" ]' 100 || { iser_target_down; fail "no iSER session"; }
+    fio_run $(iser_disk) "$@"; rc=$?
+    iser_target_down
+    [ $rc = 0 ] || fail "fio exited $rc: $(tail -n 1 /tmp/fio.out)"
+    fio_figures /tmp/fio.json
 }
 
 calibrate() {
@@ -207,6 +258,18 @@ while [ $ROUND -lt "$ROUNDS" ]; do
             figure syscalls_send_bw_events 64 1 syscalls 64 2000 12000 ib_send_bw -e
         fi
         teardown_pair
+        if setup_dev $IMPL 9 > /tmp/setup.out 2>&1; then
+            figure nvmeof_randwrite 4096 32 nvme_fig randwrite 4k 32
+            figure nvmeof_write 131072 32 nvme_fig write 128k 32
+            figure nfs_write 1048576 1 nfs_fig
+            # (iSER over iWARP: LIO's TCP portal holds the port iw_cm
+            # would listen on; consumers.sh says what happens there.)
+            case $IMPL in sr|rxe) figure iser_randwrite 4096 32 iser_fig randwrite 4k 32 ;; esac
+        else
+            cat /tmp/setup.out
+            figure consumers 0 0 fail "device set-up failed: $(tail -n 1 /tmp/setup.out)"
+        fi
+        teardown_dev $IMPL 9
     done
 done
 

@@ -23,6 +23,22 @@ test_modinfo() {
     echo "$out" | grep -q 'alias: *rdma-link-softrnic_roce' || fail "no rdma-link alias for softrnic_roce"
     echo "$out" | grep -q 'alias: *rdma-link-softrnic_iwarp' || fail "no rdma-link alias for softrnic_iwarp"
     echo "$out" | grep -q '^license: *GPL' || fail "no GPL license"
+    echo "$out" | grep -qE '^version: *[0-9]+\.[0-9]+\.[0-9]+' || fail "no version: $(echo "$out" | grep '^version')"
+    echo "$out" | grep -q '^description: *softrnic: software RDMA NIC' || fail "no description"
+}
+
+# The root is installed as `make install` installs a host (scripts/install):
+# the module in updates/ of the running kernel (the debug kernel's is the
+# harness's, in extra/), the provider in libibverbs' directory with its
+# driver file, and nothing else loaded before a test asks for it.
+test_installed_as_a_host() {
+    ! grep -q '^softrnic ' /proc/modules || fail "softrnic was loaded before any test asked for it"
+    m=$(modinfo -n softrnic) || fail "modinfo finds no softrnic"
+    [ "$SLOW" -gt 1 ] || [ "$m" = /lib/modules/$(uname -r)/updates/softrnic.ko ] ||
+        fail "the module is $m, not in updates/"
+    [ ! -e /lib/modules/$(uname -r)/extra/softrnic.ko ] || [ "$SLOW" -gt 1 ] || fail "a second copy in extra/"
+    ls /usr/lib/*/libibverbs/libsoftrnic-rdmav*.so >/dev/null 2>&1 || fail "no provider in libibverbs' directory"
+    grep -qx 'driver softrnic' /etc/libibverbs.d/softrnic.driver || fail "no /etc/libibverbs.d/softrnic.driver"
 }
 
 test_link_add_autoloads_module() {
@@ -267,7 +283,7 @@ test_rxe_and_siw_beside_softrnic() {
 }
 
 set -- \
-    test_module_load_unload_3x test_modinfo test_link_add_autoloads_module \
+    test_installed_as_a_host test_module_load_unload_3x test_modinfo test_link_add_autoloads_module \
     test_link_add_del_3x test_two_devices_of_each_type \
     test_provider_matches_our_devices test_devinfo_verbose_attributes \
     test_rdma_link_show_netdev test_gid_table_holds_netdev_addresses \

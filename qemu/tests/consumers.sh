@@ -1,0 +1,190 @@
+#!/bin/sh
+# Guest suite: the kernel's own RDMA consumers (issue 17) over softrnic,
+# with rxe and siw in the same VM as the references ("REF" lines).
+#   - NVMe over Fabrics: the kernel target (nvmet, nvmet-rdma) exports a
+#     memory-backed null_blk and a file through configfs; the kernel host
+#     (nvme-rdma, `nvme connect -t rdma`) connects; fio writes and verifies
+#     4 KiB random and 128 KiB sequential I/O at queue depth 1 and 32;
+#     a disconnect and a reconnect keep what was written.
+#   - NFS over RDMA: nfsd listening on RDMA port 20049 (svcrdma) and an
+#     NFSv4.2 mount with proto=rdma (xprtrdma); a file tree written, read
+#     back from the server's side and (after the client's caches are
+#     dropped) through the mount, and compared.
+#   - iSER: LIO's iSCSI target (configured through configfs, as targetcli
+#     does) with an iSER portal on a RAM disk, open-iscsi's initiator
+#     logging in over the iser interface; fio writes and verifies.  iSER is
+#     the third consumer because it is the block storage a RoCE or iWARP
+#     user most likely runs besides NVMe-oF: it runs on both transports
+#     (SMC-R is RoCE only, SRP an InfiniBand protocol first), with the
+#     stock initiator and target of every distribution.
+# nvmet, nvme-rdma, nfsd and the NFS client live in the initial network
+# namespace, so each device sits alone on one end of a veth pair there and
+# each consumer connects to its own address (loopback through the device:
+# both ends of every connection are the device under test).
+#
+#   qemu/run qemu/tests/consumers.sh [DEV...] [only=TEST,...]
+#
+# DEV: sr (softrnic_roce), rxe, sw (softrnic_iwarp), siw; TEST: nvme_fio,
+# nvme_reconnect, nfs, iser.  Lines: "PASS TEST_DEV result" ("REF ..." for rxe
+# and siw, which run no softrnic code).  RoCE devices one at a time: rxe
+# and softrnic both bind UDP 4791 in the namespace of their netdev.
+. /src/qemu/tests/lib.sh
+. /src/qemu/tests/lib_consumers.sh
+
+DEVS="sr rxe sw siw"
+TESTS="nvme_fio nvme_reconnect nfs iser"
+T=$((300 * SLOW))  # seconds for any one program (fio, nvme, mount, cp)
+
+devs= only=
+for arg in "$@"; do
+    case $arg in
+    only=*) only=$(echo "${arg#only=}" | tr ',' ' ') ;;
+    sr|rxe|sw|siw) devs="$devs $arg" ;;
+    *) echo "DIED consumers_args: unknown argument $arg"; exit 1 ;;
+    esac
+done
+[ -n "$devs" ] && DEVS=$devs
+[ -n "$only" ] && TESTS=$only
+is_ref() { [ "$1" = rxe ] || [ "$1" = siw ]; }
+n=0
+for d in $DEVS; do is_ref $d || n=$((n + $(words $TESTS))); done
+plan $n
+
+
+# ---- NVMe over Fabrics ----
+
+t_nvme_fio() {
+    need nvme fio
+    nvmet_up || fail "the target's configfs set-up failed"
+    nvme_connect
+    on_device "nvme-rdma"
+    fio_verify rand4k_qd1 $NVME1 randwrite 4k 1; r1=$BW
+    fio_verify rand4k_qd32 $NVME1 randwrite 4k 32; r32=$BW
+    fio_verify seq128k_qd1 $NVME1 write 128k 1; s1=$BW
+    fio_verify seq128k_qd32 $NVME1 write 128k 32; s32=$BW
+    fio_verify file_rand4k_qd32 $NVME2 randwrite 4k 32
+    run nvme disconnect -n $NQN
+    result "write KiB/s: 4k rand qd1 $r1, qd32 $r32; 128k seq qd1 $s1, qd32 $s32; file ns 4k qd32 $BW"
+}
+
+# What was written before a disconnect is there after the reconnect.
+t_nvme_reconnect() {
+    need nvme
+    nvmet_up || fail "the target's configfs set-up failed"
+    nvme_connect
+    head -c $((4 * 1024 * 1024)) /dev/urandom > /tmp/pattern
+    run dd if=/tmp/pattern of=$NVME1 bs=1M oflag=direct
+    run dd if=/tmp/pattern of=$NVME2 bs=1M oflag=direct
+    run nvme disconnect -n $NQN
+    wait_for '[ -z "$(ctrl)" ]' 100 || fail "controller still there after the disconnect"
+    for i in 1 2; do
+        nvme_connect
+        on_device "nvme-rdma (connection $i)"
+        for d in $NVME1 $NVME2; do
+            timeout $T dd if=$d of=/tmp/back bs=1M count=4 iflag=direct 2>/dev/null || fail "reading $d back failed"
+            cmp -s /tmp/pattern /tmp/back || fail "$d after reconnect $i: $(cmp /tmp/pattern /tmp/back 2>&1)"
+        done
+        run nvme disconnect -n $NQN
+        wait_for '[ -z "$(ctrl)" ]' 100 || fail "controller still there after disconnect $i"
+    done
+    result "4 MiB on each namespace intact over 2 reconnects"
+}
+
+# ---- NFS over RDMA ----
+
+# A tree of files of every size from 0 to 1 MiB, written through the mount.
+t_nfs() {
+    need exportfs rpc.nfsd rpc.mountd mount.nfs
+    nfs_server_up || fail "nfsd set-up failed: $(dmesg | grep -i nfsd | tail -n 2)"
+    mkdir -p /mnt/nfs /tmp/tree
+    for i in 0 1 100 4095 4096 4097 65536 300000 1048576; do head -c $i /dev/urandom > /tmp/tree/f$i; done
+    mkdir -p /tmp/tree/dir/sub; cp /tmp/tree/f4097 /tmp/tree/dir/sub/a; ln -s ../f0 /tmp/tree/dir/link
+    run mount -t nfs -o vers=4.2,proto=rdma,port=20049 $IP:/ /mnt/nfs
+    grep " /mnt/nfs " /proc/mounts | grep -q "proto=rdma" || fail "not mounted over rdma: $(grep /mnt/nfs /proc/mounts)"
+    on_device "the NFS mount"
+    s0=$(date +%s%N)
+    run cp -a /tmp/tree /mnt/nfs/
+    run sync
+    ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+    diff -r /tmp/tree /tmp/export/tree > /tmp/diff.out 2>&1 || fail "the server's copy differs: $(head -n 3 /tmp/diff.out)"
+    # Read back through the mount, not from the client's page cache.
+    echo 3 > /proc/sys/vm/drop_caches
+    diff -r /tmp/tree /mnt/nfs/tree > /tmp/diff.out 2>&1 || fail "read back through the mount differs: $(head -n 3 /tmp/diff.out)"
+    # A file written on the server, read through the mount.
+    head -c 2000000 /dev/urandom > /tmp/export/big
+    cmp /tmp/export/big /mnt/nfs/big || fail "a file the server wrote reads back differently"
+    run umount /mnt/nfs
+    kb=$(du -sk /tmp/tree | cut -f1)
+    result "${kb} KiB tree written and read back; write ${ms} ms"
+}
+
+# ---- iSER: LIO's iSCSI target with its iSER portal, open-iscsi's initiator ----
+
+t_iser() {
+    need iscsiadm iscsid fio
+    iser_target_up || fail "the target's configfs set-up failed: $(dmesg | tail -n 2 | tr '\n' ' ')"
+    iscsid_up || fail "iscsid did not start"
+    run iscsiadm -m node -o new -T $IQN -p $IP:3260 -I iser
+    run iscsiadm -m node -T $IQN -p $IP:3260 -I iser --login
+    iscsiadm -m session | grep -q "^iser: .*$IP:3260.*$IQN" || fail "no iSER session: $(iscsiadm -m session 2>&1)"
+    wait_for '[ -n "$(iser_disk)" ]' 100 || fail "no disk behind the session"
+    on_device "iSER"
+    disk=$(iser_disk)
+    fio_verify iser_rand4k_qd32 $disk randwrite 4k 32; r32=$BW
+    fio_verify iser_seq128k_qd1 $disk write 128k 1; s1=$BW
+    run iscsiadm -m node -T $IQN -p $IP:3260 -I iser --logout
+    result "write KiB/s: 4k rand qd32 $r32, 128k seq qd1 $s1"
+}
+
+# ---- the run ----
+
+run_one() { # TEST TYPE
+    name=${1}_$2
+    ref=; is_ref $2 && ref="REF "
+    l=$(lacking $1)
+    if [ -n "$l" ]; then
+        echo "${ref}SKIP $name: this kernel has no $l (not in its config)"
+        return
+    fi
+    if [ -n "$SETUP_FAILED" ]; then
+        echo "${ref}FAIL $name: device set-up failed: $SETUP_FAILED"
+        return
+    fi
+    ( set +e; "t_$1" ) > /tmp/test.out 2>&1 < /dev/null
+    rc=$?
+    case $1 in nvme_*) nvmet_down ;; nfs) nfs_server_down ;; iser) iser_target_down ;; esac
+    skipped=$(sed -n 's/^SKIP_REASON: //p' /tmp/test.out | tail -n 1)
+    if [ $rc = 0 ] && [ -n "$skipped" ]; then
+        echo "${ref}SKIP $name: $skipped"
+    elif [ $rc = 0 ]; then
+        res=$(sed -n 's/^RESULT: //p' /tmp/test.out | tail -n 1)
+        echo "${ref}PASS $name${res:+ $res}"
+    else
+        why=$(grep '^FAIL_REASON: ' /tmp/test.out | tail -n 1 | sed 's/^FAIL_REASON: //')
+        echo "${ref}FAIL $name: ${why:-exited non-zero}"
+        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 40 | sed 's/^/    /'
+        echo "    --- dmesg:"; dmesg | tail -n 15 | sed 's/^/    /'
+    fi
+}
+result() { echo "RESULT: $*"; }
+skip() { echo "SKIP_REASON: $*"; exit 0; }
+
+# The kernel must have the consumers (the debug kernel's config has none
+# of them yet): otherwise their tests are SKIPs that say so.
+lacks() { # MODULE...: those this kernel does not have
+    for _x in "$@"; do modinfo $_x >/dev/null 2>&1 || echo $_x; done | tr '\n' ' ' | sed 's/ $//'
+}
+LACKS_NVME=$(lacks nvmet nvmet-rdma nvme-rdma null_blk)
+LACKS_NFS=$(lacks nfsd rpcrdma nfsv4)
+LACKS_ISER=$(lacks target_core_mod iscsi_target_mod ib_isert ib_iser)
+lacking() { case $1 in nvme_*) echo $LACKS_NVME ;; nfs) echo $LACKS_NFS ;; iser) echo $LACKS_ISER ;; esac; }
+
+i=0
+for d in $DEVS; do
+    i=$((i + 1))
+    SETUP_FAILED=
+    setup_dev $d $i > /tmp/setup.out 2>&1 || SETUP_FAILED=$(tail -n 1 /tmp/setup.out)
+    cat /tmp/setup.out
+    for t in $TESTS; do run_one $t $d; done
+    teardown_dev $d $i
+done

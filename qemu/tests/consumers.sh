@@ -5,7 +5,9 @@
 #     memory-backed null_blk and a file through configfs; the kernel host
 #     (nvme-rdma, `nvme connect -t rdma`) connects; fio writes and verifies
 #     4 KiB random and 128 KiB sequential I/O at queue depth 1 and 32;
-#     a disconnect and a reconnect keep what was written.
+#     a disconnect and a reconnect keep what was written; the link taken
+#     down under fio and brought back: nvme-rdma reconnects, every block
+#     verifies.
 #   - NFS over RDMA: nfsd listening on RDMA port 20049 (svcrdma) and an
 #     NFSv4.2 mount with proto=rdma (xprtrdma); a file tree written, read
 #     back from the server's side and (after the client's caches are
@@ -25,14 +27,14 @@
 #   qemu/run qemu/tests/consumers.sh [DEV...] [only=TEST,...]
 #
 # DEV: sr (softrnic_roce), rxe, sw (softrnic_iwarp), siw; TEST: nvme_fio,
-# nvme_reconnect, nfs, iser.  Lines: "PASS TEST_DEV result" ("REF ..." for rxe
+# nvme_reconnect, nvme_link_down, nfs, iser.  Lines: "PASS TEST_DEV result" ("REF ..." for rxe
 # and siw, which run no softrnic code).  RoCE devices one at a time: rxe
 # and softrnic both bind UDP 4791 in the namespace of their netdev.
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_consumers.sh
 
 DEVS="sr rxe sw siw"
-TESTS="nvme_fio nvme_reconnect nfs iser"
+TESTS="nvme_fio nvme_reconnect nvme_link_down nfs iser"
 T=$((300 * SLOW))  # seconds for any one program (fio, nvme, mount, cp)
 
 devs= only=
@@ -88,6 +90,34 @@ t_nvme_reconnect() {
         wait_for '[ -z "$(ctrl)" ]' 100 || fail "controller still there after disconnect $i"
     done
     result "4 MiB on each namespace intact over 2 reconnects"
+}
+
+# The link taken down under I/O: nvme-rdma's QPs fail, it reconnects once
+# the link is back (every second, NVME_CONNECT_OPTS), the I/O it held is
+# resent, and fio's verification finds every block intact.
+t_nvme_link_down() {
+    need nvme fio
+    nvmet_up || fail "the target's configfs set-up failed"
+    NVME_CONNECT_OPTS="--reconnect-delay=1 --ctrl-loss-tmo=$((120 * SLOW))" nvme_connect
+    timeout $T fio --name=linkdown --filename=$NVME1 --rw=randwrite --bs=4k --iodepth=16 --ioengine=libaio \
+        --direct=1 --size=$FIO_SIZE --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=json --output=/tmp/fio.linkdown.json > /tmp/fio.out 2>&1 &
+    fio=$!
+    sleep 1
+    kill -0 $fio 2>/dev/null || fail "fio ended before the link went down: $(tail -n 3 /tmp/fio.out)"
+    ip link set $VETH down
+    # (Long enough for the QPs to run out of retries: the controller resets.)
+    wait_for "grep -qv live /sys/class/nvme/$(ctrl)/state" 50
+    state=$(cat /sys/class/nvme/$(ctrl)/state)
+    sleep 3
+    ip link set $VETH up
+    wait_for "ibv_devinfo -d $DEV | grep -q PORT_ACTIVE" 100 || fail "the port did not come back"
+    wait $fio; rc=$?
+    cat /tmp/fio.out
+    [ $rc = 0 ] || fail "fio exited $rc across the link's loss (controller state when down: $state)"
+    grep -q live /sys/class/nvme/$(ctrl)/state || fail "controller $(cat /sys/class/nvme/$(ctrl)/state) after fio"
+    run nvme disconnect -n $NQN
+    result "controller $state while the link was down; every block verified after"
 }
 
 # ---- NFS over RDMA ----

@@ -71,7 +71,7 @@ nvmet_down() {
 # nvme_connect: connect to the target at NVME_ADDR (default IP); NVME1 and
 # NVME2, its namespaces' block devices.
 nvme_connect() {
-    run nvme connect -t rdma -a ${NVME_ADDR:-$IP} -s $NVME_PORT -n $NQN --hostnqn=$HOSTNQN
+    run nvme connect -t rdma -a ${NVME_ADDR:-$IP} -s $NVME_PORT -n $NQN --hostnqn=$HOSTNQN ${NVME_CONNECT_OPTS:-}
     wait_for "[ -n \"\$(ns_dev 1)\" ] && [ -n \"\$(ns_dev 2)\" ]" 100 ||
         fail "the namespaces did not appear: $(ls /sys/class/nvme 2>&1; cat /sys/class/nvme/*/subsysnqn 2>&1)"
     NVME1=/dev/$(ns_dev 1) NVME2=/dev/$(ns_dev 2)
@@ -110,7 +110,7 @@ e=j["error"]; print(j["write"]["bw"] if e == 0 else "error%d" % e)' /tmp/fio.$1.
 # setup_dev TYPE N: veth cNa (10.82.N.1/24) with a TYPE device cons_TYPE on
 # it; IP its address, DEV its name.
 setup_dev() {
-    IP=10.82.$2.1 DEV=cons_$1
+    IP=10.82.$2.1 DEV=cons_$1 VETH=c$2a
     ip link add c$2a type veth peer name c$2b && ip addr add $IP/24 dev c$2a &&
         ip link set c$2a up && ip link set c$2b up || return 1
     modprobe $(module_of $1) || return 1

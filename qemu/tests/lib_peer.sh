@@ -14,6 +14,9 @@ peer_kill() { $AGENT kill $PEER_IP:7100 $1 >/dev/null 2>&1; }
 peer_quit() { $AGENT quit $PEER_IP:7100; }
 # wire_up: our end of the wire, and the agent answering across it.
 wire_up() {
+    # (No udev in the VM: the NIC's driver is loaded by hand.)
+    modprobe virtio_net 2>/dev/null
+    wait_for '[ -e /sys/class/net/eth0 ]' 100 || { echo "no eth0"; ip link; return 1; }
     ip addr add $LOCAL_IP/24 dev eth0 && ip link set eth0 up || return 1
     wait_for "ping -c 1 -W 1 $PEER_IP" 300 || { echo "the peer does not answer pings"; return 1; }
     on_peer 30 true

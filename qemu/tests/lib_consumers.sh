@@ -71,6 +71,8 @@ nvmet_down() {
 # nvme_connect: connect to the target at NVME_ADDR (default IP); NVME1 and
 # NVME2, its namespaces' block devices.
 nvme_connect() {
+    # (/dev/nvme-fabrics comes with nvme-fabrics; no udev here loads it.)
+    modprobe nvme-rdma || fail "no nvme-rdma module"
     run nvme connect -t rdma -a ${NVME_ADDR:-$IP} -s $NVME_PORT -n $NQN --hostnqn=$HOSTNQN ${NVME_CONNECT_OPTS:-}
     wait_for "[ -n \"\$(ns_dev 1)\" ] && [ -n \"\$(ns_dev 2)\" ]" 100 ||
         fail "the namespaces did not appear: $(ls /sys/class/nvme 2>&1; cat /sys/class/nvme/*/subsysnqn 2>&1)"

@@ -119,7 +119,10 @@ t_write_bw_rev() {
 }
 
 PEER_LIB=". /src/qemu/tests/lib.sh; . /src/qemu/tests/lib_consumers.sh"
+# (The debug kernel's config has no NVMe-oF yet.)
+has_modules() { for m in "$@"; do modinfo $m >/dev/null 2>&1 || skip "this kernel has no $m (not in its config)"; done; }
 t_nvme() { # the target on the peer, the host here
+    has_modules nvme-rdma
     need nvme fio
     on_peer $T "$PEER_LIB; IP=$PEER_IP nvmet_up" || fail "the peer's target set-up failed"
     NVME_ADDR=$PEER_IP nvme_connect
@@ -131,6 +134,7 @@ t_nvme() { # the target on the peer, the host here
     result "write KiB/s: 4k rand qd32 $r, 128k seq qd1 $q"
 }
 t_nvme_rev() { # the target here, the host on the peer
+    has_modules nvmet-rdma null_blk
     IP=$LOCAL_IP nvmet_up || fail "the target's set-up failed"
     on_peer $T "$PEER_LIB; NVME_ADDR=$LOCAL_IP; nvme_connect &&
         fio_verify two_rand4k_qd32 \$NVME1 randwrite 4k 32 && echo \"# BW \$BW\" &&
@@ -167,6 +171,7 @@ run_one() { # TEST
     fi
 }
 result() { echo "RESULT: $*"; }
+skip() { echo "SKIP_REASON: $*"; exit 0; }
 
 if ! wire_up > /tmp/wire.out 2>&1; then
     why=$(tail -n 1 /tmp/wire.out)

@@ -67,6 +67,7 @@ const P: OutboundParams = OutboundParams {
     ord: 2,
     extensions: false,
     sending: true,
+    confirm: false,
 };
 
 fn wqe(op: MsgOp, len: u32) -> OutWqe {
@@ -87,7 +88,7 @@ fn emit(m: &mut Outbound<Vec<Slot>>, p: &OutboundParams, io: &mut Io) -> Outcome
     loop {
         let seen = (io.emitted.len(), io.completed.len());
         let o = m.emit(p, io);
-        m.taken(io.position(), io);
+        m.taken(io.position(), p.confirm, io);
         if o != Outcome::default() || seen == (io.emitted.len(), io.completed.len()) {
             return o;
         }
@@ -397,18 +398,76 @@ fn sends_and_writes_complete_once_the_socket_took_them() {
     // WRITE: 3 FPDUs; SEND: 1; READ request: 1; WRITE: 1.
     assert_eq!(io.emitted.len(), 6);
     assert!(io.completed.is_empty());
-    m.taken(2, &mut io);
+    m.taken(2, false, &mut io);
     assert!(io.completed.is_empty());
-    m.taken(3, &mut io);
+    m.taken(3, false, &mut io);
     assert_eq!(io.completed, [(0, wc::SUCCESS)]);
     // The READ's answer: the SEND before it went out; the WRITE after it
     // waits for the socket.
     assert!(m.read_answered());
-    m.taken(3, &mut io);
+    m.taken(3, false, &mut io);
     assert_eq!(
         io.completed,
         [(0, wc::SUCCESS), (1, wc::SUCCESS), (2, wc::SUCCESS)]
     );
-    m.taken(6, &mut io);
+    m.taken(6, false, &mut io);
     assert_eq!(io.completed.len(), 4);
+}
+
+/// A QP joined by modify_qp (`confirm`): a WRITE the socket took is not
+/// complete; a zero-length READ of the machine's own follows it, and its
+/// answer completes it (RFC 5040 orders that answer after the WRITE's
+/// placement).  A READ the application posted after a WRITE confirms it
+/// as well, with no READ of the machine's own.
+#[test]
+fn joined_writes_complete_once_a_read_after_them_is_answered() {
+    let c = OutboundParams { confirm: true, ..P };
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Write, 10), wqe(MsgOp::Write, 10)],
+        ..Io::default()
+    };
+    let mut m = machine();
+    emit(&mut m, &c, &mut io);
+    // The two WRITEs, then one zero-length READ request.
+    assert_eq!(io.emitted.len(), 3);
+    let (last, _) = io.emitted[2];
+    assert_eq!(last.hdr.opcode, Opcode::ReadRequest);
+    match last.hdr.rdmap {
+        RdmapHeader::ReadRequest(r) => assert_eq!(r.len, 0),
+        other => panic!("not a READ request: {other:?}"),
+    }
+    assert!(
+        io.completed.is_empty(),
+        "completed before placement was confirmed"
+    );
+    assert_eq!(m.reads_out(), 1);
+    let (_, w) = m.read_awaited().unwrap();
+    assert_eq!((w.len, w.sink_stag), (0, 0));
+    assert!(m.read_answered());
+    emit(&mut m, &c, &mut io);
+    assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
+    assert_eq!(io.emitted.len(), 3, "nothing more to confirm");
+
+    // A READ after the WRITE answers for it.
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Write, 10), wqe(MsgOp::Read, 10)],
+        ..Io::default()
+    };
+    let mut m = machine();
+    emit(&mut m, &c, &mut io);
+    assert_eq!(io.emitted.len(), 2);
+    assert!(io.completed.is_empty());
+    assert!(m.read_answered());
+    emit(&mut m, &c, &mut io);
+    assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
+
+    // Not joined: the WRITE completes once the socket took it.
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Write, 10)],
+        ..Io::default()
+    };
+    let mut m = machine();
+    emit(&mut m, &P, &mut io);
+    assert_eq!(io.emitted.len(), 1);
+    assert_eq!(io.completed, [(0, wc::SUCCESS)]);
 }

@@ -389,6 +389,7 @@ const IWARP: iwarp::Config = iwarp::Config {
     extensions: false,
     ord: 8,
     flip_ppm: 0,
+    confirm: false,
 };
 
 /// Run over each seed: a clean stream completes everything, correctly.
@@ -412,6 +413,21 @@ fn run_iwarp(name: &str, base: iwarp::Config) {
 #[test]
 fn sim_iwarp_crc_mss_fpdus() {
     run_iwarp("crc", IWARP);
+}
+
+/// QPs joined by modify_qp: every WRITE completes only once the peer has
+/// placed it (a zero-length READ of the machine's own confirms it).
+#[test]
+fn sim_iwarp_joined_writes_complete_once_placed() {
+    run_iwarp(
+        "confirm",
+        iwarp::Config {
+            confirm: true,
+            extensions: true,
+            ord: 2,
+            ..IWARP
+        },
+    );
 }
 
 #[test]

@@ -12,6 +12,14 @@
 //! which may be long before, behind a full socket); a READ or atomic once
 //! its answer is back (`read_answered`).  Completions are reported in the
 //! send queue's order.
+//!
+//! A QP joined by modify_qp, as IB joins QPs, gets IB's promise for its
+//! WRITEs too (`OutboundParams::confirm`): a WRITE completes once its data
+//! is placed at the peer.  RFC 5040 gives no acknowledgment of placement,
+//! but it orders a READ's response after the placement of every WRITE
+//! before the READ: when nothing later would tell, the machine sends a
+//! zero-length READ of its own after the WRITEs (a "confirming READ",
+//! RFC 6581's RTR READ on the wire) and completes them with its response.
 
 use super::fpdu::{
     AtomicOp, AtomicRequest, AtomicResponse, Header, Opcode, Placement, RdmapHeader, ReadRequest,
@@ -107,13 +115,19 @@ pub(crate) struct OutboundParams {
     pub(crate) extensions: bool,
     /// New messages may start (RTS).
     pub(crate) sending: bool,
+    /// A WRITE completes once the peer has placed it (a READ answered
+    /// after it), not when the socket took it: IB's promise, for QPs
+    /// joined by modify_qp.
+    pub(crate) confirm: bool,
 }
 
 /// A message partly handed to the socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct InProgress {
-    /// The send queue slot, or `None` for an answer.
+    /// The send queue slot, or `None` for an answer or a confirming READ.
     index: Option<u32>,
+    /// A confirming READ, sent after the WRITE in this slot.
+    confirms: Option<u32>,
     first: Header,
     len: u32,
     /// Payload bytes already out.
@@ -135,6 +149,9 @@ pub(crate) struct Slot {
     /// Done, awaiting its turn at the head.
     pub(crate) done: bool,
     pub(crate) status: u8,
+    /// A confirming READ went out right after this slot's message and is
+    /// not answered yet.
+    pub(crate) confirming: bool,
 }
 
 /// The outbound state of one stream.
@@ -185,22 +202,34 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         self.reads_out
     }
 
-    /// The oldest unanswered READ or atomic request's slot.
-    fn oldest_read(&mut self) -> Option<u32> {
+    /// The oldest unanswered request: a READ or atomic in its slot, or a
+    /// confirming READ after one (`true`).  Answers come in this order.
+    fn oldest_read(&mut self) -> Option<(u32, bool)> {
         let mut i = self.head;
         while i != self.next {
             let s = *self.slot(i);
             if s.sent && !s.done && is_read_or_atomic(s.wqe.op) {
-                return Some(i);
+                return Some((i, false));
+            }
+            if s.confirming {
+                return Some((i, true));
             }
             i = i.wrapping_add(1);
         }
         None
     }
 
-    /// The READ awaiting responses (for `inbound`'s checks).
+    /// The READ awaiting responses (for `inbound`'s checks): a confirming
+    /// READ is a zero-length READ into no buffer.
     pub(crate) fn read_awaited(&mut self) -> Option<(u32, OutWqe)> {
-        let i = self.oldest_read()?;
+        let (i, confirming) = self.oldest_read()?;
+        if confirming {
+            let w = OutWqe {
+                op: Some(MsgOp::Read),
+                ..OutWqe::default()
+            };
+            return Some((i, w));
+        }
         Some((i, self.slot(i).wqe))
     }
 
@@ -223,7 +252,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
     /// SENDs and WRITEs before it are done too: the socket took them
     /// before the request, which the peer has answered.
     fn read_done(&mut self, status: u8) -> bool {
-        let Some(i) = self.oldest_read() else {
+        let Some((i, confirming)) = self.oldest_read() else {
             return false;
         };
         let mut j = self.head;
@@ -236,8 +265,18 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
             j = j.wrapping_add(1);
         }
         let s = self.slot(i);
-        s.done = true;
-        s.status = status;
+        if confirming {
+            // (A zero-length READ is never refused: the WRITEs it
+            // confirms were placed before it was looked at.)
+            s.confirming = false;
+            if !s.done {
+                s.done = true;
+                s.status = wc::SUCCESS;
+            }
+        } else {
+            s.done = true;
+            s.status = status;
+        }
         self.reads_out = self.reads_out.saturating_sub(1);
         true
     }
@@ -258,8 +297,9 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
     }
 
     /// The socket has taken the stream up to `position`: the SENDs and
-    /// WRITEs it holds whole are done; complete what is done, in order.
-    pub(crate) fn taken(&mut self, position: u64, io: &mut impl OutboundIo) {
+    /// WRITEs it holds whole are done (with `confirm`, the WRITEs wait for
+    /// a READ's answer); complete what is done, in order.
+    pub(crate) fn taken(&mut self, position: u64, confirm: bool, io: &mut impl OutboundIo) {
         let mut i = self.head;
         while i != self.next {
             let s = self.slot(i);
@@ -267,12 +307,59 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
                 if s.ends_at > position {
                     break;
                 }
-                s.done = true;
-                s.status = wc::SUCCESS;
+                if !(confirm && is_write(s.wqe.op)) {
+                    s.done = true;
+                    s.status = wc::SUCCESS;
+                }
             }
             i = i.wrapping_add(1);
         }
         self.retire(io);
+    }
+
+    /// With `confirm`: the slot of the newest WRITE out and unconfirmed
+    /// that no request after it will confirm, if a READ may go out now.
+    fn needs_confirming(&mut self, p: &OutboundParams) -> Option<u32> {
+        if !p.confirm || self.cur.is_some() || self.reads_out >= p.ord.max(1) {
+            return None;
+        }
+        let mut found = None;
+        let mut i = self.head;
+        while i != self.next {
+            let s = *self.slot(i);
+            if s.sent && !s.done && is_write(s.wqe.op) {
+                found = Some(i);
+            }
+            // A request after the WRITEs found so far answers for them.
+            if s.confirming || (s.sent && !s.done && is_read_or_atomic(s.wqe.op)) {
+                found = None;
+            }
+            i = i.wrapping_add(1);
+        }
+        found
+    }
+
+    /// A zero-length READ request, after the message in slot `index`.
+    fn confirming_read(&mut self, index: u32) -> InProgress {
+        InProgress {
+            index: None,
+            confirms: Some(index),
+            first: self.untagged(
+                Opcode::ReadRequest,
+                0,
+                RdmapHeader::ReadRequest(ReadRequest {
+                    sink_stag: 0,
+                    sink_to: 0,
+                    len: 0,
+                    src_stag: 0,
+                    src_to: 0,
+                }),
+            ),
+            len: 0,
+            offset: 0,
+            src: Source::None,
+            then_immediate: None,
+        }
     }
 
     /// Complete done WQEs from the head, in order.
@@ -314,6 +401,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         };
         let mut m = InProgress {
             index: Some(index),
+            confirms: None,
             first: tagged(w.remote_stag, w.remote_to),
             len: w.len,
             offset: 0,
@@ -446,6 +534,10 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
                 continue;
             }
             if !p.sending || self.next == prod {
+                if let Some(i) = self.needs_confirming(p) {
+                    self.cur = Some(self.confirming_read(i));
+                    continue;
+                }
                 return out;
             }
             let index = self.next;
@@ -497,6 +589,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         match a {
             Answer::Read(r) => InProgress {
                 index: None,
+                confirms: None,
                 first: Header {
                     opcode: Opcode::ReadResponse,
                     last: true,
@@ -516,6 +609,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
             },
             Answer::Atomic(resp) => InProgress {
                 index: None,
+                confirms: None,
                 first: self.untagged(Opcode::AtomicResponse, 0, RdmapHeader::AtomicResponse(resp)),
                 len: 0,
                 offset: 0,
@@ -527,6 +621,11 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
 
     /// `m` is all out.
     fn finished(&mut self, io: &mut impl OutboundIo, m: &InProgress) {
+        if let Some(i) = m.confirms {
+            self.slot(i).confirming = true;
+            self.reads_out += 1;
+            return;
+        }
         let Some(index) = m.index else {
             io.answered();
             return;
@@ -586,6 +685,10 @@ fn supported(p: &OutboundParams, op: Option<MsgOp>) -> bool {
         Some(MsgOp::WriteImm | MsgOp::CmpSwap | MsgOp::FetchAdd) => p.extensions,
         _ => true,
     }
+}
+
+fn is_write(op: Option<MsgOp>) -> bool {
+    matches!(op, Some(MsgOp::Write | MsgOp::WriteImm))
 }
 
 fn is_read_or_atomic(op: Option<MsgOp>) -> bool {

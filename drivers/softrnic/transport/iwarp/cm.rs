@@ -760,9 +760,10 @@ impl Cep {
             Ok(neg) => {
                 let qp = s.qpn.and_then(|n| self.dev().verbs().qps.get(n));
                 let tcp = s.tcp.clone();
+                let joined = s.join.is_some();
                 match qp
                     .zip(tcp)
-                    .map(|(q, t)| bind_qp(&q, self.into(), neg, t, false))
+                    .map(|(q, t)| bind_qp(&q, self.into(), neg, t, false, joined))
                 {
                     Some(Ok(())) => {
                         s.phase = Phase::Connected;
@@ -977,7 +978,8 @@ fn answer_locked(
     let rep = mpa::reply(&req, Some(&decision), private);
     buf.resize(rep.wire_len(), 0, GFP_ATOMIC)?;
     rep.build(buf).map_err(|_| EINVAL)?;
-    bind_qp(qp, cep, decision.0, tcp.clone(), true)?;
+    let joined = s.join.is_some();
+    bind_qp(qp, cep, decision.0, tcp.clone(), true, joined)?;
     s.qpn = Some(qpn);
     s.phase = Phase::Connected;
     Ok((tcp, decision.0))
@@ -985,12 +987,15 @@ fn answer_locked(
 
 /// Bind a QP to the connection and move it to RTS (iWARP: the provider
 /// does, as siw does, once MPA setup succeeded).
+/// A QP `joined` by modify_qp gets IB's completion of WRITEs (placed at
+/// the peer: `OutboundParams::confirm`).
 fn bind_qp(
     qp: &crate::verbs::qp::Qp,
     cep: Arc<Cep>,
     neg: Negotiated,
     tcp: Arc<Tcp>,
     responder: bool,
+    joined: bool,
 ) -> Result {
     use crate::transport::iwarp::stream::{Stream, INITIATOR_HOLD_USECS, RESPONDER_HOLD_USECS};
     // Whether the stream holds its first FPDU (see `Stream::hold`), and
@@ -1007,7 +1012,7 @@ fn bind_qp(
         (false, _, true) => (false, None),
     };
     let slots = qp.inner.lock().sq.slots();
-    let mut stream = Stream::new(cep, tcp, &neg, slots, hold, responder)?;
+    let mut stream = Stream::new(cep, tcp, &neg, slots, hold, responder, joined)?;
     let mut after = After::default();
     {
         let mut q = qp.inner.lock();

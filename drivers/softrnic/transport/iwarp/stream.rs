@@ -143,6 +143,7 @@ impl Stream {
         sq_slots: u32,
         hold: bool,
         responder: bool,
+        joined: bool,
     ) -> Result<KBox<Stream>> {
         let mut slots = KVec::new();
         slots.resize(sq_slots as usize, Slot::default(), GFP_ATOMIC)?;
@@ -172,6 +173,7 @@ impl Stream {
                     ord: u32::from(neg.ord).max(1),
                     extensions: neg.ext,
                     sending: true,
+                    confirm: joined,
                 },
                 answers: KVec::new(),
                 recv: None,
@@ -934,8 +936,8 @@ impl Qp {
                             sq_cons: &mut *sq_cons,
                             after: &mut after,
                         };
-                        let (out, _, mut io) = st.outbound(q, ahead);
-                        out.taken(taken, &mut io);
+                        let (out, params, mut io) = st.outbound(q, ahead);
+                        out.taken(taken, params.confirm, &mut io);
                     }
                     if !whole {
                         // The socket is full (its write-space callback
@@ -1048,7 +1050,8 @@ impl Qp {
             after,
         };
         let (out, _, mut io) = st.outbound(q, 0);
-        out.taken(u64::MAX, &mut io);
+        // (Handed on for a graceful close: nothing will confirm them.)
+        out.taken(u64::MAX, false, &mut io);
     }
 
     /// The socket has room again.

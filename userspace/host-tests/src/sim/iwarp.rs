@@ -58,6 +58,8 @@ pub struct Config {
     pub ord: u32,
     /// Bits flipped on the wire, per million bytes.
     pub flip_ppm: u32,
+    /// WRITEs complete once placed at the peer (QPs joined by modify_qp).
+    pub confirm: bool,
 }
 
 #[derive(Debug, Default)]
@@ -95,6 +97,9 @@ struct Side {
     tx: VecDeque<u8>,
     /// Bytes the socket has taken (the stream position after them).
     taken: u64,
+    /// Bytes of this side's stream the peer has received and processed
+    /// (its WRITEs placed).
+    peer_placed: u64,
     /// Per WQE: the stream position after its last FPDU.
     ends: Vec<u64>,
     /// Bytes on their way to the peer.
@@ -133,6 +138,7 @@ impl Side {
             current: None,
             tx: VecDeque::new(),
             taken: 0,
+            peer_placed: 0,
             ends: Vec::new(),
             wire: VecDeque::new(),
             completed: 0,
@@ -305,7 +311,11 @@ impl InboundIo for InIo<'_> {
         Ok(())
     }
     fn read_request(&mut self, r: &ReadRequest) -> Result<(), Cause> {
-        if r.src_stag != TARGET_STAG || r.src_to as usize + r.len as usize > TARGET.1 {
+        // A zero-length READ touches no memory: its STag is not checked
+        // (RFC 6581's RTR; the kernel's responder does the same).
+        if r.len != 0
+            && (r.src_stag != TARGET_STAG || r.src_to as usize + r.len as usize > TARGET.1)
+        {
             return Err(cause::BASE_BOUNDS);
         }
         self.answers.push_back(Answer::Read(*r));
@@ -350,6 +360,7 @@ pub fn run(cfg: Config) -> Report {
         ord: cfg.ord,
         extensions: cfg.extensions,
         sending: true,
+        confirm: cfg.confirm,
     };
     let mut rep = Report::default();
     let mut idle = 0;
@@ -375,7 +386,7 @@ pub fn run(cfg: Config) -> Report {
             s.taken += n as u64;
             let taken = s.taken;
             let (out, mut io) = s.outbound(cfg.crc, 0);
-            out.taken(taken, &mut io);
+            out.taken(taken, cfg.confirm, &mut io);
             done.append(&mut io.done);
             // Each answer out frees a request slot of the IRD.
             for _ in 0..answered {
@@ -387,7 +398,8 @@ pub fn run(cfg: Config) -> Report {
                 rep.faults.push(format!("side {i}: outbound {o:?}"));
             }
             for (idx, status) in done {
-                check_completion(&mut rep, s, i, idx, status);
+                let placed = cfg.confirm.then_some(s.peer_placed);
+                check_completion(&mut rep, s, i, idx, status, placed);
             }
         }
         // Deliver a piece of each stream (flipping bits as told).
@@ -583,6 +595,9 @@ fn deliver(
         state: &mut receiver.inb,
     };
     let res = receiver.rx.feed(piece, &mut sink);
+    if res.is_ok() {
+        sender.peer_placed += piece.len() as u64;
+    }
     let received = std::mem::take(&mut io.received);
     receiver.max_reads_in = receiver.max_reads_in.max(receiver.inb.reads_in());
     for (r, data) in received {
@@ -604,7 +619,16 @@ fn deliver(
     res
 }
 
-fn check_completion(rep: &mut Report, s: &mut Side, i: usize, idx: u32, status: u8) {
+/// `placed`: with confirmed WRITEs, the bytes of this side's stream the
+/// peer has processed: a WRITE must be among them when it completes.
+fn check_completion(
+    rep: &mut Report,
+    s: &mut Side,
+    i: usize,
+    idx: u32,
+    status: u8,
+    placed: Option<u64>,
+) {
     rep.completions += 1;
     if idx != s.completed {
         rep.faults.push(format!(
@@ -626,6 +650,15 @@ fn check_completion(rep: &mut Report, s: &mut Side, i: usize, idx: u32, status: 
         rep.faults.push(format!(
             "side {i}: WQE {idx} completed at stream position {}, before the socket took its end ({end})",
             s.taken
+        ));
+    }
+    let write = matches!(
+        s.sq.get(idx as usize).and_then(|w| w.0.op),
+        Some(MsgOp::Write | MsgOp::WriteImm)
+    );
+    if let Some(placed) = placed.filter(|&p| write && end > p) {
+        rep.faults.push(format!(
+            "side {i}: WRITE {idx} completed before the peer placed it (it has {placed} bytes, the WRITE ends at {end})"
         ));
     }
     s.completed = idx + 1;

@@ -139,6 +139,7 @@ on_device() {
 nfs_server_up() {
     modprobe nfsd && modprobe rpcrdma || return 1
     mkdir -p /var/lib/nfs/v4recovery /run/rpcbind /tmp/export
+    touch /var/lib/nfs/etab /var/lib/nfs/rmtab
     grep -q nfsd /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd || return 1
     # No NFSv4 client-recovery store here: keep the grace period short
     # (opens wait for it to end).
@@ -195,7 +196,8 @@ iscsid_up() {
     fi
     echo "InitiatorName=$INITIATOR" > /etc/iscsi/initiatorname.iscsi
     mkdir -p /run/lock/iscsi /var/lib/iscsi
-    modprobe ib_iser || return 1
+    # (No udev here: the SCSI disk driver is loaded by hand.)
+    modprobe ib_iser && modprobe sd_mod || return 1
     pgrep -x iscsid >/dev/null || iscsid || return 1
     wait_for 'pgrep -x iscsid' 50
 }

@@ -48,11 +48,11 @@ nvmet_up() { # target at $IP:4420: namespace 1 a null_blk in memory, 2 a file
     truncate -s ${NS_MB}M /tmp/nvme-ns2.img || return 1
     s=$CFG/nvmet/subsystems/$NQN
     mkdir -p $s && echo 1 > $s/attr_allow_any_host || return 1
-    for i in 1 2; do mkdir -p $s/namespaces/$i || return 1; done
+    for _ns in 1 2; do mkdir -p $s/namespaces/$_ns || return 1; done
     echo -n /dev/nullb0 > $s/namespaces/1/device_path || return 1
     # The file lies on tmpfs, which has no O_DIRECT: buffered I/O.
     echo -n /tmp/nvme-ns2.img > $s/namespaces/2/device_path && echo 1 > $s/namespaces/2/buffered_io || return 1
-    for i in 1 2; do echo 1 > $s/namespaces/$i/enable || return 1; done
+    for _ns in 1 2; do echo 1 > $s/namespaces/$_ns/enable || return 1; done
     p=$CFG/nvmet/ports/1
     mkdir -p $p && echo rdma > $p/addr_trtype && echo ipv4 > $p/addr_adrfam &&
         echo $IP > $p/addr_traddr && echo $NVME_PORT > $p/addr_trsvcid || return 1
@@ -62,8 +62,8 @@ nvmet_down() {
     [ -z "$(ctrl)" ] || timeout $T nvme disconnect -n $NQN >/dev/null 2>&1
     p=$CFG/nvmet/ports/1 s=$CFG/nvmet/subsystems/$NQN
     rm -f $p/subsystems/$NQN 2>/dev/null; rmdir $p 2>/dev/null
-    for i in 1 2; do
-        [ -d $s/namespaces/$i ] && { echo 0 > $s/namespaces/$i/enable; rmdir $s/namespaces/$i; }
+    for _ns in 1 2; do
+        [ -d $s/namespaces/$_ns ] && { echo 0 > $s/namespaces/$_ns/enable; rmdir $s/namespaces/$_ns; }
     done 2>/dev/null
     rmdir $s 2>/dev/null
     return 0

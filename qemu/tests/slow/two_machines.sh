@@ -12,17 +12,16 @@
 #                           verifying 4 KiB random (depth 32) and 128 KiB
 #                           sequential (depth 1) I/O
 #
-#   qemu/run-pair qemu/tests/two_machines.sh [PAIR...] [only=TEST,...]
+#   qemu/run-pair qemu/tests/slow/two_machines.sh [PAIR...] [only=TEST,...]
 #
 # A pair is sr:sr, sr:rxe (RoCE) or sw:sw, sw:siw (iWARP); this VM always
-# runs softrnic.  `make check` runs rping, rping_rev and nvme
-# (slow/two_machines_full.sh: every test).
+# runs softrnic.  In `make check-slow` for now (first runs, session 36).
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_consumers.sh
 . /src/qemu/tests/lib_peer.sh
 
 PAIRS="sr:sr sr:rxe sw:sw sw:siw"
-TESTS="rping rping_rev nvme"
+TESTS="rping rping_rev write_bw write_bw_rev nvme nvme_rev"
 T=$((120 * SLOW))
 
 pairs= only=

@@ -175,6 +175,7 @@ skip() { echo "SKIP_REASON: $*"; exit 0; }
 if ! wire_up > /tmp/wire.out 2>&1; then
     why=$(tail -n 1 /tmp/wire.out)
     for p in $PAIRS; do for t in $TESTS; do echo "FAIL ${t}_$(echo $p | tr : _): the wire is down: $why"; done; done
+    peer_quit 2>/dev/null
     exit 0
 fi
 n=0

@@ -60,3 +60,29 @@ run_tests() {
         fi
     done
 }
+
+# For suites whose tests run as `( t_X ) > /tmp/test.out` and end with
+# result (the text after PASS), skip (a SKIP, counted apart) or fail.
+result() { echo "RESULT: $*"; }
+skip() {
+    echo "SKIP_REASON: $*"
+    exit 0
+}
+# verdict PREFIX NAME RC LINES: the verdict line of a test that ended with
+# status RC, its output in /tmp/test.out: SKIP with its reason, PASS with
+# its result, or FAIL with its reason and its output's last LINES lines.
+# PREFIX: "" or "REF " (a reference run).  True unless it failed.
+verdict() {
+    _skip=$(sed -n 's/^SKIP_REASON: //p' /tmp/test.out | tail -n 1)
+    if [ "$3" = 0 ] && [ -n "$_skip" ]; then
+        echo "${1}SKIP $2: $_skip"
+    elif [ "$3" = 0 ]; then
+        _res=$(sed -n 's/^RESULT: //p' /tmp/test.out | tail -n 1)
+        echo "${1}PASS $2${_res:+ $_res}"
+    else
+        _why=$(sed -n 's/^FAIL_REASON: //p' /tmp/test.out | tail -n 1)
+        echo "${1}FAIL $2: ${_why:-exited non-zero}"
+        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n "$4" | sed 's/^/    /'
+        return 1
+    fi
+}

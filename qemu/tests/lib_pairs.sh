@@ -81,13 +81,7 @@ completed() {
     grep -q 'data transfers complete' /tmp/cli.out || fail "client: no data transfers complete: $(lastline /tmp/cli.out)"
 }
 
-# result TEXT: the text after the test's name on its PASS line.
-result() { echo "RESULT: $*"; }
-# skip WHY: end the test as skipped (a SKIP line, counted apart).
-skip() {
-    echo "SKIP_REASON: $*"
-    exit 0
-}
+# (result TEXT and skip WHY: lib.sh.)
 
 # pingpong rc|uc|ud|srq PORT ARGS...: both ends of ibv_X_pingpong --chk.
 pingpong() {

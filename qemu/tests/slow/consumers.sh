@@ -189,21 +189,8 @@ run_one() { # TEST TYPE
     ( set +e; "t_$1" ) > /tmp/test.out 2>&1 < /dev/null
     rc=$?
     case $1 in nvme_*) nvmet_down ;; nfs) nfs_server_down ;; iser) iser_target_down ;; esac
-    skipped=$(sed -n 's/^SKIP_REASON: //p' /tmp/test.out | tail -n 1)
-    if [ $rc = 0 ] && [ -n "$skipped" ]; then
-        echo "${ref}SKIP $name: $skipped"
-    elif [ $rc = 0 ]; then
-        res=$(sed -n 's/^RESULT: //p' /tmp/test.out | tail -n 1)
-        echo "${ref}PASS $name${res:+ $res}"
-    else
-        why=$(grep '^FAIL_REASON: ' /tmp/test.out | tail -n 1 | sed 's/^FAIL_REASON: //')
-        echo "${ref}FAIL $name: ${why:-exited non-zero}"
-        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 40 | sed 's/^/    /'
-        echo "    --- dmesg:"; dmesg | tail -n 15 | sed 's/^/    /'
-    fi
+    verdict "$ref" $name $rc 40 || { echo "    --- dmesg:"; dmesg | tail -n 15 | sed 's/^/    /'; }
 }
-result() { echo "RESULT: $*"; }
-skip() { echo "SKIP_REASON: $*"; exit 0; }
 
 # The kernel must have the consumers (the debug kernel's config has none
 # of them yet): otherwise their tests are SKIPs that say so.

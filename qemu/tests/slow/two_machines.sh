@@ -60,60 +60,52 @@ leftovers() {
     on_peer 20 "pkill -x rping; pkill -x ib_write_bw; true" >/dev/null
 }
 
-# listening_here PORT / listening_there PORT: an rdma_cm listener on it.
-listening_here() { rdma resource show cm_id | grep -q "state LISTEN .* src-addr $LOCAL_IP:$1 "; }
-listening_there() { on_peer 10 "rdma resource show cm_id" | grep -q "state LISTEN .* src-addr $PEER_IP:$1 "; }
+# listening_here PORT / listening_there PORT: an rdma_cm listener on it
+# (at the VM's address, or at any: perftest's server binds none).
+listening_here() { rdma resource show cm_id | grep -qE "state LISTEN .* src-addr ($LOCAL_IP|0\.0\.0\.0):$1 "; }
+listening_there() { on_peer 10 "rdma resource show cm_id" | grep -qE "state LISTEN .* src-addr ($PEER_IP|0\.0\.0\.0):$1 "; }
 
 # ---- the tests ----
 
-RPING="-C 10 -S 4096 -V"
-t_rping() {
-    timeout $T rping -s -a $LOCAL_IP -p 7201 $RPING > /tmp/srv.out 2>&1 &
+# here_serves PORT SERVER CLIENT: SERVER here (an rdma_cm listener on
+# PORT), CLIENT on the peer; peer_serves: the other way round.  Both ends
+# must exit 0; their outputs are in /tmp/srv.out and /tmp/cli.out.
+here_serves() {
+    timeout $T $2 > /tmp/srv.out 2>&1 &
     srv=$!
-    wait_for "listening_here 7201 || ! kill -0 $srv" 100
-    on_peer $T "rping -c -a $LOCAL_IP -p 7201 $RPING" > /tmp/cli.out 2>&1
+    wait_for "listening_here $1 || ! kill -0 $srv" 100
+    on_peer $T "$3" > /tmp/cli.out 2>&1
     cli=$?
     [ $cli = 0 ] || kill $srv 2>/dev/null
     wait $srv; s=$?
     echo "--- server (here): $s"; cat /tmp/srv.out; echo "--- client (peer): $cli"; cat /tmp/cli.out
-    [ $s = 0 ] && [ $cli = 0 ] || fail "server (here) exited $s, client (peer) $cli"
+    [ $s = 0 ] && [ $cli = 0 ] || fail "server (here) exited $s, client (peer) $cli: $(tail -n 1 /tmp/srv.out)"
 }
-t_rping_rev() {
-    peer_bg $T "rping -s -a $PEER_IP -p 7202 $RPING"
-    wait_for "listening_there 7202" 100 || { peer_kill $PEER_JOB; fail "the peer's rping server never listened"; }
-    timeout $T rping -c -a $PEER_IP -p 7202 $RPING > /tmp/cli.out 2>&1
+peer_serves() {
+    peer_bg $T "$2"
+    wait_for "listening_there $1" 100 || { peer_kill $PEER_JOB; fail "the peer's server never listened"; }
+    timeout $T $3 > /tmp/cli.out 2>&1
     cli=$?
     [ $cli = 0 ] || peer_kill $PEER_JOB
     peer_wait $PEER_JOB > /tmp/srv.out 2>&1; s=$?
     echo "--- server (peer): $s"; cat /tmp/srv.out; echo "--- client (here): $cli"; cat /tmp/cli.out
-    [ $s = 0 ] && [ $cli = 0 ] || fail "server (peer) exited $s, client (here) $cli"
+    [ $s = 0 ] && [ $cli = 0 ] || fail "server (peer) exited $s, client (here) $cli: $(tail -n 1 /tmp/srv.out)"
 }
+
+RPING="-C 10 -S 4096 -V"
+t_rping() { here_serves 7201 "rping -s -a $LOCAL_IP -p 7201 $RPING" "rping -c -a $LOCAL_IP -p 7201 $RPING"; }
+t_rping_rev() { peer_serves 7202 "rping -s -a $PEER_IP -p 7202 $RPING" "rping -c -a $PEER_IP -p 7202 $RPING"; }
 
 BW="-R -F -s 65536 -n $((200 / SLOW))"
 bw_of() { # the client's BW average (MB/s) in FILE
     awk 'index($0, "BW average") { t = 1; next } t && $1 ~ /^[0-9]+$/ && NF >= 4 { print $4; exit }' "$1"
 }
 t_write_bw() {
-    timeout $T ib_write_bw -d $LDEV -p 7203 $BW > /tmp/srv.out 2>&1 &
-    srv=$!
-    wait_for "listening_here 7203 || ! kill -0 $srv" 100
-    on_peer $T "ib_write_bw -d $PDEV -p 7203 $BW $LOCAL_IP" > /tmp/cli.out 2>&1
-    cli=$?
-    [ $cli = 0 ] || kill $srv 2>/dev/null
-    wait $srv; s=$?
-    cat /tmp/cli.out
-    [ $s = 0 ] && [ $cli = 0 ] || fail "server (here) exited $s, client (peer) $cli: $(tail -n 1 /tmp/srv.out)"
+    here_serves 7203 "ib_write_bw -d $LDEV -p 7203 $BW" "ib_write_bw -d $PDEV -p 7203 $BW $LOCAL_IP"
     result "$(bw_of /tmp/cli.out)MB/s"
 }
 t_write_bw_rev() {
-    peer_bg $T "ib_write_bw -d $PDEV -p 7204 $BW"
-    wait_for "listening_there 7204" 100 || { peer_kill $PEER_JOB; fail "the peer's server never listened"; }
-    timeout $T ib_write_bw -d $LDEV -p 7204 $BW $PEER_IP > /tmp/cli.out 2>&1
-    cli=$?
-    [ $cli = 0 ] || peer_kill $PEER_JOB
-    peer_wait $PEER_JOB > /tmp/srv.out 2>&1; s=$?
-    cat /tmp/cli.out
-    [ $s = 0 ] && [ $cli = 0 ] || fail "server (peer) exited $s, client (here) $cli: $(tail -n 1 /tmp/srv.out)"
+    peer_serves 7204 "ib_write_bw -d $PDEV -p 7204 $BW" "ib_write_bw -d $LDEV -p 7204 $BW $PEER_IP"
     result "$(bw_of /tmp/cli.out)MB/s"
 }
 
@@ -157,20 +149,11 @@ run_one() { # TEST
     ( set +e; "t_$1" ) > /tmp/test.out 2>&1 < /dev/null
     rc=$?
     leftovers 2>/dev/null
-    if [ $rc = 0 ] && grep -q '^SKIP_REASON: ' /tmp/test.out; then
-        echo "SKIP $name: $(sed -n 's/^SKIP_REASON: //p' /tmp/test.out | tail -n 1)"
-    elif [ $rc = 0 ]; then
-        res=$(sed -n 's/^RESULT: //p' /tmp/test.out | tail -n 1)
-        echo "PASS $name${res:+ $res}"
-    else
-        echo "FAIL $name: $(sed -n 's/^FAIL_REASON: //p' /tmp/test.out | tail -n 1)"
-        grep -v '^FAIL_REASON: \|^RESULT: ' /tmp/test.out | tail -n 30 | sed 's/^/    /'
+    verdict "" $name $rc 30 || {
         echo "    --- dmesg here:"; dmesg | tail -n 8 | sed 's/^/    /'
         echo "    --- dmesg on the peer:"; on_peer 20 "dmesg | tail -n 8" | sed 's/^/    /'
-    fi
+    }
 }
-result() { echo "RESULT: $*"; }
-skip() { echo "SKIP_REASON: $*"; exit 0; }
 
 if ! wire_up > /tmp/wire.out 2>&1; then
     why=$(tail -n 1 /tmp/wire.out)

@@ -32,7 +32,8 @@ pub(crate) fn msg_op(opcode: u32) -> Option<MsgOp> {
         abi::WR_SEND_WITH_INV => MsgOp::SendInv,
         abi::WR_RDMA_WRITE => MsgOp::Write,
         abi::WR_RDMA_WRITE_WITH_IMM => MsgOp::WriteImm,
-        abi::WR_RDMA_READ => MsgOp::Read,
+        // (The transports see a READ; the executor invalidates.)
+        abi::WR_RDMA_READ | abi::WR_RDMA_READ_WITH_INV => MsgOp::Read,
         abi::WR_ATOMIC_CMP_AND_SWP => MsgOp::CmpSwap,
         abi::WR_ATOMIC_FETCH_AND_ADD => MsgOp::FetchAdd,
         _ => return None,
@@ -87,6 +88,13 @@ impl SendQueue<'_> {
     /// length against the MTU.)
     fn check(&self, index: u32, w: &SendWqe) -> Result<(MsgOp, u32), u8> {
         let op = msg_op(w.opcode).ok_or(abi::WC_LOC_QP_OP_ERR)?;
+        if w.opcode == abi::WR_RDMA_READ_WITH_INV {
+            // A kernel verb (ibv_wr_opcode has none; 11 is a driver's).
+            if self.qp.user {
+                return Err(abi::WC_LOC_QP_OP_ERR);
+            }
+            local_ops::read_inv_check(self.dev.verbs(), &self.on_qp(), w.ex)?;
+        }
         let caps = &self.qp.caps;
         let len = if w.send_flags & abi::SEND_INLINE != 0 {
             if w.inline_len > caps.max_inline {
@@ -115,19 +123,29 @@ impl SendQueue<'_> {
 
     /// Run a local operation (bind, invalidate, fast-register).
     pub(crate) fn run_local(&self, wqe: &SendWqe) -> u8 {
-        let on = OnQp {
-            pd: self.qp.ib.pd_id(),
-            qpn: self.qp.qpn(),
-        };
-        match local_ops::execute(self.dev.verbs(), &on, wqe) {
+        match local_ops::execute(self.dev.verbs(), &self.on_qp(), wqe) {
             Ok(()) => abi::WC_SUCCESS,
             Err(st) => st,
         }
     }
 
+    fn on_qp(&self) -> OnQp {
+        OnQp {
+            pd: self.qp.ib.pd_id(),
+            qpn: self.qp.qpn(),
+        }
+    }
+
     /// The WQE in slot `index` is done: consume it, and complete it on the
     /// send CQ unless it succeeded unsignaled.
-    pub(crate) fn complete(&mut self, index: u32, t: &Track, status: u8) {
+    pub(crate) fn complete(&mut self, index: u32, t: &Track, mut status: u8) {
+        if status == abi::WC_SUCCESS && t.wqe.opcode == abi::WR_RDMA_READ_WITH_INV {
+            // Checked when taken; only a key re-registered meanwhile fails
+            // here, and the consumer sees that in the completion.
+            if let Err(st) = local_ops::read_inv(self.dev.verbs(), &self.on_qp(), t.wqe.ex) {
+                status = st;
+            }
+        }
         *self.sq_cons = index.wrapping_add(1);
         self.sq.set_consumer(*self.sq_cons);
         if status != abi::WC_SUCCESS || t.wqe.send_flags & abi::SEND_SIGNALED != 0 {

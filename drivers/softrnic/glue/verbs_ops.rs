@@ -654,6 +654,7 @@ unsafe fn recv_sges(w: &b::ib_recv_wr) -> Result<&[Sge]> {
 }
 
 const _: () = assert!(size_of::<b::ib_sge>() == size_of::<Sge>());
+const _: () = assert!(b::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV == abi::WR_RDMA_READ_WITH_INV);
 
 // ---------------------------------------------------------------------------
 // QP
@@ -1139,9 +1140,12 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
         }
         b::ib_wr_opcode_IB_WR_RDMA_WRITE
         | b::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM
-        | b::ib_wr_opcode_IB_WR_RDMA_READ => {
+        | b::ib_wr_opcode_IB_WR_RDMA_READ
+        | b::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV => {
             // SAFETY: RDMA WRs are ib_rdma_wr.
             let r = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
+            // (The ABI numbers these as ib_wr_opcode does; `ex` carries
+            // the key READ_WITH_INV invalidates.)
             wqe.opcode = opcode;
             wqe.remote_addr = r.remote_addr;
             wqe.rkey = r.rkey;

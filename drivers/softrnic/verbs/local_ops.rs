@@ -132,15 +132,39 @@ fn local_inv(v: &DeviceVerbs, qp: &OnQp, key: u32) -> Result<(), u8> {
             _ => Err(ERR),
         }
     } else {
-        const ERR: u8 = abi::WC_LOC_QP_OP_ERR;
-        let mr = v.mrs.get(index).ok_or(ERR)?;
-        let mut m = mr.inner.lock();
-        if !matches!(m.kind, MrKind::FastReg(_)) || m.key != key || mr.pd() != qp.pd {
-            return Err(ERR);
-        }
-        m.valid = false;
-        Ok(())
+        mr_inv(v, qp, key, true)
     }
+}
+
+/// Invalidate (`commit`) or check that one could invalidate the
+/// fast-registration MR `key` from this QP.
+fn mr_inv(v: &DeviceVerbs, qp: &OnQp, key: u32, commit: bool) -> Result<(), u8> {
+    const ERR: u8 = abi::WC_LOC_QP_OP_ERR;
+    let index = key >> 8;
+    if index == 0 || index >= MW_INDEX_BASE {
+        return Err(ERR);
+    }
+    let mr = v.mrs.get(index).ok_or(ERR)?;
+    let mut m = mr.inner.lock();
+    if !matches!(m.kind, MrKind::FastReg(_)) || m.key != key || mr.pd() != qp.pd {
+        return Err(ERR);
+    }
+    if commit {
+        m.valid = false;
+    }
+    Ok(())
+}
+
+/// RDMA READ with invalidate: whether its key is one the READ may
+/// invalidate (checked when the WQE is taken, so that the READ fails
+/// before it goes on the wire rather than after its data has landed).
+pub(crate) fn read_inv_check(v: &DeviceVerbs, qp: &OnQp, key: u32) -> Result<(), u8> {
+    mr_inv(v, qp, key, false)
+}
+
+/// RDMA READ with invalidate: its data has landed; invalidate its key.
+pub(crate) fn read_inv(v: &DeviceVerbs, qp: &OnQp, key: u32) -> Result<(), u8> {
+    mr_inv(v, qp, key, true)
 }
 
 fn reg_mr(v: &DeviceVerbs, qp: &OnQp, w: &SendWqe) -> Result<(), u8> {

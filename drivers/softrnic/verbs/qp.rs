@@ -201,7 +201,7 @@ pub(crate) struct After {
 fn wc_opcode(wr_opcode: u32) -> u8 {
     match wr_opcode {
         abi::WR_RDMA_WRITE | abi::WR_RDMA_WRITE_WITH_IMM => abi::WC_RDMA_WRITE,
-        abi::WR_RDMA_READ => abi::WC_RDMA_READ,
+        abi::WR_RDMA_READ | abi::WR_RDMA_READ_WITH_INV => abi::WC_RDMA_READ,
         abi::WR_ATOMIC_CMP_AND_SWP => abi::WC_COMP_SWAP,
         abi::WR_ATOMIC_FETCH_AND_ADD => abi::WC_FETCH_ADD,
         abi::WR_LOCAL_INV => abi::WC_LOCAL_INV,

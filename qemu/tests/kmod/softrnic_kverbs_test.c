@@ -6,7 +6,7 @@
  * lkey, CQ with a completion handler, RC QP walked to RTS, fast-registration
  * MR (alloc_mr + map_mr_sg + REG_MR work request), data through the RoCE
  * engine (SEND/RECV, RDMA WRITE and READ through the fast-registered rkey),
- * LOCAL_INV, peek/poll, REPORT_MISSED_EVENTS, flush on ERR.  Results go to the kernel log as
+ * READ with invalidate, LOCAL_INV, peek/poll, REPORT_MISSED_EVENTS, flush on ERR.  Results go to the kernel log as
  * "softrnic_kverbs_test: PASS name" / "FAIL name: why".
  *
  * Test code, not part of softrnic: built with it by `scripts/build module`.
@@ -180,6 +180,44 @@ static void kt_data(struct ib_qp *qp, struct ib_cq *cq, struct ib_pd *pd,
 	kfree(src);
 }
 
+/*
+ * RDMA READ with invalidate (rdma_rw's READ on iWARP devices, where it saves
+ * the LOCAL_INV): the data lands in the fast-registered MR, which the READ
+ * then invalidates, so that registering it again (which a valid MR refuses)
+ * succeeds.
+ */
+static void kt_read_inv(struct ib_qp *qp, struct ib_cq *cq, struct ib_mr *mr, u8 *mr_buf)
+{
+	struct ib_sge sge = { mr->iova + 2 * PAGE_SIZE, 3000, mr->lkey };
+	struct ib_rdma_wr rd = {};
+	struct ib_reg_wr reg = {};
+	struct ib_wc wc;
+	int ret;
+
+	memset(mr_buf + 2 * PAGE_SIZE, 0, 3000);
+	rd.wr.opcode = IB_WR_RDMA_READ_WITH_INV;
+	rd.wr.send_flags = IB_SEND_SIGNALED;
+	rd.wr.sg_list = &sge;
+	rd.wr.num_sge = 1;
+	rd.wr.ex.invalidate_rkey = mr->lkey;
+	rd.remote_addr = mr->iova + 100;
+	rd.rkey = mr->rkey;
+	ret = kt_send(qp, cq, &rd.wr, &wc, 1);
+	KT_CHECK(!ret && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_RDMA_READ &&
+		 !memcmp(mr_buf + 2 * PAGE_SIZE, mr_buf + 100, 3000), "rdma_read_with_inv",
+		 "ret %d status %d opcode %d", ret, wc.status, wc.opcode);
+
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey) & 0xff);
+	reg.wr.opcode = IB_WR_REG_MR;
+	reg.wr.send_flags = IB_SEND_SIGNALED;
+	reg.mr = mr;
+	reg.key = mr->rkey;
+	reg.access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ;
+	ret = kt_send(qp, cq, &reg.wr, &wc, 1);
+	KT_CHECK(!ret && wc.status == IB_WC_SUCCESS && wc.opcode == IB_WC_REG_MR,
+		 "read_with_inv_invalidated_the_mr", "ret %d status %d", ret, wc.status);
+}
+
 static void kt_run(struct ib_device *ibdev)
 {
 	struct ib_cq_init_attr cq_attr = { .cqe = 32 };
@@ -255,6 +293,7 @@ static void kt_run(struct ib_device *ibdev)
 		 wc.status, wc.opcode);
 
 	kt_data(qp, cq, pd, mr, buf);
+	kt_read_inv(qp, cq, mr, buf);
 
 	/* Invalidate the registration... */
 	inv.opcode = IB_WR_LOCAL_INV;

@@ -1145,7 +1145,11 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
             // SAFETY: RDMA WRs are ib_rdma_wr.
             let r = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
             // (The ABI numbers these as ib_wr_opcode does; `ex` carries
-            // the key READ_WITH_INV invalidates.)
+            // the key READ_WITH_INV invalidates, that of its one sink SGE:
+            // RNICPI allows it no more.)
+            if opcode == b::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV && w.num_sge > 1 {
+                return Err(EINVAL);
+            }
             wqe.opcode = opcode;
             wqe.remote_addr = r.remote_addr;
             wqe.rkey = r.rkey;

@@ -2,8 +2,11 @@
 # of one type (rxe, siw, sr = softrnic_roce, sw = softrnic_iwarp) runs one
 # perftest scenario, two namespaces apart (lib_pairs.sh, as the bench).
 #   qemu/run --timeout S qemu/bench/profile.sh [SCENARIO] [TYPE...]
-# SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default) or send_lat
-# (ib_send_lat, 8 B).  TYPE: default "sr rxe".
+# SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), send_lat
+# (ib_send_lat, 8 B) or nvme (NVMe over Fabrics, one device alone in
+# loopback as consumers.sh runs it: fio 4 KiB random writes at depth 32
+# for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk).
+# TYPE: default "sr rxe".
 #
 # For each type it prints the CPU use (vmstat), a perf profile of the whole
 # run (cpu-clock samples: by command and library, then by symbol) and, for
@@ -19,6 +22,7 @@
 #    idle task while vmstat showed both CPUs busy: profile on an idle host.
 . /src/qemu/tests/lib.sh
 . /src/qemu/tests/lib_pairs.sh
+. /src/qemu/tests/lib_consumers.sh
 
 SCEN=${1:-write_bw}
 [ $# -gt 0 ] && shift
@@ -48,8 +52,27 @@ scenario() {
     case $SCEN in
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
-    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat)"; exit 1 ;;
+    nvme) fio --name=prof --filename=$NVME1 --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
+              --direct=1 --time_based --runtime=12 --size=32M --output-format=json --output=/tmp/fio.prof.json ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat, nvme)"; exit 1 ;;
     esac
+}
+
+# up / down: the devices the scenario runs on (a pair two namespaces apart;
+# for nvme one device alone, the target and the host connected through it).
+up() {
+    if [ $SCEN = nvme ]; then
+        setup_dev $TYPE 9 && nvmet_up && (nvme_connect) && NVME1=/dev/$(ns_dev 1)
+    else
+        setup_pair $TYPE $TYPE
+    fi
+}
+down() {
+    if [ $SCEN = nvme ]; then
+        nvmet_down; teardown_dev $TYPE 9
+    else
+        teardown_pair
+    fi
 }
 
 # figure: the client's result line.
@@ -57,6 +80,9 @@ figure() {
     case $SCEN in
     write_bw) echo "MiB/s (perftest average): $(column 'BW average' 4)" ;;
     send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
+    nvme) python3 -c 'import json; w = json.load(open("/tmp/fio.prof.json"))["jobs"][0]["write"]
+print("fio 4 KiB random writes, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"
+      % (w["iops"], w["bw"], w["clat_ns"]["mean"] / 1e6))' ;;
     esac
 }
 
@@ -75,7 +101,7 @@ rc=0
 for TYPE in $TYPES; do
     TYPE_A=$TYPE TYPE_B=$TYPE PAIR=$TYPE:$TYPE
     echo "=== $TYPE: $SCEN"
-    setup_pair $TYPE $TYPE || { echo "FAIL $TYPE: setup"; rc=1; teardown_pair; continue; }
+    up > /tmp/up.out 2>&1 || { cat /tmp/up.out; echo "FAIL $TYPE: setup"; rc=1; down; continue; }
     # 1. perf over the whole run (started first: started mid-run under
     # load it missed the traffic), at high priority with a large buffer so
     # the busy engine cannot starve its reader.
@@ -87,7 +113,7 @@ for TYPE in $TYPES; do
     src=$?
     kill -INT $PERF; wait $PERF
     kill $VM; wait $VM 2>/dev/null
-    [ $src = 0 ] || { echo "FAIL $TYPE: the run failed"; tail -n 20 /tmp/run.out; rc=1; teardown_pair; continue; }
+    [ $src = 0 ] || { echo "FAIL $TYPE: the run failed"; tail -n 20 /tmp/run.out; rc=1; down; continue; }
     figure
     echo "-- CPU (vmstat: us sy id, the busiest 8 seconds)"
     awk '$1 ~ /^[0-9]+$/ { print $(NF-5), $(NF-4), $(NF-3) }' /tmp/vmstat.out | sort -n -k3 | head -n 8 | tr '\n' ';'
@@ -121,6 +147,6 @@ for TYPE in $TYPES; do
         echo nop > $TR/current_tracer
         : > $TR/set_ftrace_filter
     fi
-    teardown_pair
+    down
 done
 exit $rc

@@ -1144,9 +1144,9 @@ unsafe fn send_wqe(q: &Qp, w: &b::ib_send_wr) -> Result<SendWqe> {
         | b::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV => {
             // SAFETY: RDMA WRs are ib_rdma_wr.
             let r = unsafe { &*core::ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
-            // (The ABI numbers these as ib_wr_opcode does; `ex` carries
-            // the key READ_WITH_INV invalidates, that of its one sink SGE:
-            // RNICPI allows it no more.)
+            // (The ABI numbers these as ib_wr_opcode does.  READ_WITH_INV
+            // has one sink SGE, as RNICPI asks; post_send puts its key in
+            // `ex`, the key invalidated.)
             if opcode == b::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV && w.num_sge > 1 {
                 return Err(EINVAL);
             }
@@ -1240,6 +1240,14 @@ pub(super) unsafe extern "C" fn post_send(
                 q.post_send(&mut s, &wqe, &[], &inline[..n])
             } else {
                 wqe.num_sge = sges.len() as u32;
+                if wqe.opcode == abi::WR_RDMA_READ_WITH_INV {
+                    // The key invalidated is the sink's, its one SGE's
+                    // (RNICPI's ltag; siw's too): rdma_rw bumps the MR's
+                    // key after it filled `ex` from the old one.
+                    if let Some(sge) = sges.first() {
+                        wqe.ex = sge.lkey;
+                    }
+                }
                 q.post_send(&mut s, &wqe, sges, &[])
             }
         })();

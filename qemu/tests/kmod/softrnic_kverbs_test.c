@@ -199,7 +199,9 @@ static void kt_read_inv(struct ib_qp *qp, struct ib_cq *cq, struct ib_mr *mr, u8
 	rd.wr.send_flags = IB_SEND_SIGNALED;
 	rd.wr.sg_list = &sge;
 	rd.wr.num_sge = 1;
-	rd.wr.ex.invalidate_rkey = mr->lkey;
+	/* The sink's key is the one invalidated: rdma_rw fills ex with the
+	 * key from before its last bump of the MR's key, as here. */
+	rd.wr.ex.invalidate_rkey = (mr->lkey & ~0xffu) | ((mr->lkey - 1) & 0xff);
 	rd.remote_addr = mr->iova + 100;
 	rd.rkey = mr->rkey;
 	ret = kt_send(qp, cq, &rd.wr, &wc, 1);

@@ -235,6 +235,9 @@ pub(crate) fn netdev_event(event: glue::NetdevEvent, ndev: &NetDevice) {
                 // takes it before the memory can go).
                 let up = ndev.link_up();
                 if e.dev.port_state_changed(up) {
+                    if !up {
+                        e.dev.counters().bump(crate::engine::Counter::LinkDowned);
+                    }
                     e.dev.port_event(up);
                 }
             }

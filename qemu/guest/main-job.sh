@@ -104,7 +104,7 @@ bw=$(awk '/BW average/ { t = 1; next } t && $1 ~ /^[0-9]+$/ { printf "%s MB/s, %
 [ -n "$bw" ] || die "ib_write_bw: no BW average in the client's output"
 row "ib_write_bw | 64 KiB RDMA WRITEs for 5 s: $bw"
 rdma statistic show link sra/1
-row "packets (sra) | sent $(counter sra tx_packets), received $(counter sra rx_packets), retransmitted $(counter sra retransmits), bad ICRC $(counter sra rx_bad_icrc), malformed $(counter sra rx_malformed)"
+row "packets (sra) | sent $(counter sra sent_pkts), received $(counter sra rcvd_pkts), retransmitted $(counter sra retransmits), bad ICRC $(counter sra rx_bad_icrc), malformed $(counter sra rx_malformed)"
 
 step "removing every device and unloading softrnic"
 ip netns del ma; ip netns del mb

@@ -60,7 +60,14 @@ fi
 # each pair but the reference (rxe:rxe).
 n_qp=0
 [ -z "$RUN_QP" ] || n_qp=$(python3 /src/qemu/tests/faults_qp.py --count) || n_qp=0
-plan_pairs $(( $(words $PROFILES) * $(words $TESTS) + n_qp ))
+# Under loss, bursts, corruption and duplication one more verdict per
+# profile: softrnic's counters moved as the fault says they must.
+counted() { case $1 in loss1|loss5|burst|corrupt|dup) return 0 ;; esac; return 1; }
+n_counted=0
+if [ -n "$(echo $TESTS)" ]; then
+    for prof in $PROFILES; do counted $prof && n_counted=$((n_counted + 1)); done
+fi
+plan_pairs $(( $(words $PROFILES) * $(words $TESTS) + n_counted + n_qp ))
 
 counter() { cat /sys/class/infiniband/$1/ports/1/hw_counters/$2 2>/dev/null || echo 0; }
 # The sum of a softrnic counter over the pair's softrnic ends.
@@ -77,10 +84,8 @@ PORT=18800
 wire_pkts() {
     n=0
     for d in $DEV_A $DEV_B; do
-        case $d in
-        sr_*) n=$((n + $(counter $d tx_packets) + $(counter $d rx_packets))) ;;
-        *) n=$((n + $(counter $d sent_pkts) + $(counter $d rcvd_pkts))) ;;
-        esac
+        # (softrnic's counters carry rxe's names)
+        n=$((n + $(counter $d sent_pkts) + $(counter $d rcvd_pkts)))
     done
     echo $n
 }
@@ -318,9 +323,13 @@ for PAIR in $PAIRS; do
             for t in $TESTS; do
                 echo "$(is_reference && echo 'REF ')FAIL faults_${prof}_${t}_$PAIR_TAG: netem: $(lastline /tmp/netem.out)"
             done
+            counted $prof && ! is_reference &&
+                echo "FAIL faults_${prof}_counters_$PAIR_TAG: netem: $(lastline /tmp/netem.out)"
             continue
         fi
         icrc0=$(sr_sum rx_bad_icrc) re0=$(sr_sum retransmits)
+        seq0=$(( $(sr_sum out_of_seq_request) + $(sr_sum rcvd_seq_err) ))
+        dup0=$(( $(sr_sum duplicate_request) + $(sr_sum rx_duplicate_response) ))
         for t in $TESTS; do
             PORT=$((PORT + 1))
             # (softrnic refreshes retry_cnt on progress: under these faults
@@ -333,7 +342,24 @@ for PAIR in $PAIRS; do
             *) echo "$prof $t $PAIR_TAG failed" >> $table ;;
             esac
         done
-        echo "# $PAIR $prof: softrnic retransmits +$(( $(sr_sum retransmits) - re0 )), bad ICRC +$(( $(sr_sum rx_bad_icrc) - icrc0 ))"
+        re=$(( $(sr_sum retransmits) - re0 )) icrc=$(( $(sr_sum rx_bad_icrc) - icrc0 ))
+        seq=$(( $(sr_sum out_of_seq_request) + $(sr_sum rcvd_seq_err) - seq0 ))
+        dup=$(( $(sr_sum duplicate_request) + $(sr_sum rx_duplicate_response) - dup0 ))
+        figures="retransmits +$re, sequence NAKs sent and received +$seq, duplicates +$dup, bad ICRC +$icrc"
+        echo "# $PAIR $prof: softrnic's ends: $figures"
+        # What the fault must have made softrnic's counters show (summed
+        # over its ends: each is requester and responder in some test).
+        if counted $prof && [ -n "$(echo $TESTS)" ] && ! is_reference; then
+            case $prof in
+            loss*|burst) [ $re -gt 0 ] && [ $seq -gt 0 ]; ok=$? want="retransmissions and sequence NAKs" ;;
+            corrupt) [ $icrc -gt 0 ]; ok=$? want="bad ICRCs" ;;
+            dup) [ $dup -gt 0 ]; ok=$? want="duplicates" ;;
+            esac
+            name=faults_${prof}_counters_$PAIR_TAG
+            if [ -n "$SETUP_FAILED" ]; then echo "FAIL $name: pair setup failed: $SETUP_FAILED"
+            elif [ $ok = 0 ]; then echo "PASS $name $figures"
+            else echo "FAIL $name: no $want counted under $prof: $figures"; fi
+        fi
     done
     # faults_qp.py checks softrnic's link-down and RNR rules, so it needs a
     # softrnic end (rxe:rxe would test only rxe, which also flushes its QPs

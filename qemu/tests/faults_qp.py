@@ -57,8 +57,8 @@ def pair(recv_depth=4, **kw):
 
 def rnr_naks():
     """RNR NAKs so far, as counted by a softrnic end (None when both are rxe)."""
-    n = B.counter('rnr_nak_sent')
-    return n if n is not None else A.counter('rnr_nak_received')
+    n = B.counter('send_rnr_err')
+    return n if n is not None else A.counter('rcvd_rnr_err')
 
 
 def send(q, offset=0, length=MSG, wr_id=0):
@@ -152,7 +152,7 @@ def link_down_short():
 def rnr_exhausted(n):
     def run():
         qa, cqa, qb, _ = pair(rnr=n)  # (qb kept: dropping it destroys it)
-        before_b, before_a = B.counter('rnr_nak_sent'), A.counter('rnr_nak_received')
+        before_b, before_a = B.counter('send_rnr_err'), A.counter('rcvd_rnr_err')
         send(qa)
         wc = wait_wc(cqa, 10 + SLACK)
         assert wc is not None, 'no completion in %.1f s' % (10 + SLACK)
@@ -161,11 +161,11 @@ def rnr_exhausted(n):
         time.sleep(0.05)  # ib_core caches hw counters for 10 ms
         seen = []
         if before_b is not None:
-            sent = B.counter('rnr_nak_sent') - before_b
+            sent = B.counter('send_rnr_err') - before_b
             assert sent == n + 1, 'responder sent %d RNR NAKs, expected %d' % (sent, n + 1)
             seen.append('%d sent' % sent)
         if before_a is not None:
-            got = A.counter('rnr_nak_received') - before_a
+            got = A.counter('rcvd_rnr_err') - before_a
             assert got == n + 1, 'requester took %d RNR NAKs, expected %d' % (got, n + 1)
             seen.append('%d received' % got)
         return 'RNR NAKs: ' + (', '.join(seen) if seen else 'not counted by rxe')
@@ -198,7 +198,7 @@ def rnr_budget_per_message():
     qa, cqa, qb, cqb = pair(rnr=1, min_rnr=0)
     time.sleep(0.05)  # ib_core caches hw counters for 10 ms
     before = rnr_naks()
-    names = ('rnr_nak_received', 'ack_timeouts', 'retransmits')
+    names = ('rcvd_rnr_err', 'ack_timeouts', 'retransmits')
     a0 = [A.counter(c) for c in names]
     per, last = [], before
     for i in range(count):
@@ -260,7 +260,7 @@ def shallow_rq():
     if got < count:
         n, wcs = cqa.poll(count)
         bad = [(w.wr_id, w.status) for w in wcs[:n] if w.status != e.IBV_WC_SUCCESS]
-        ctr = {c: A.counter(c) for c in ('rnr_nak_received', 'ack_timeouts', 'retransmits')}
+        ctr = {c: A.counter(c) for c in ('rcvd_rnr_err', 'ack_timeouts', 'retransmits')}
         assert False, '%d of %d messages arrived; sender QP state %d, errors (wr_id, status) %s, %s' % (
             got, count, state(qa), bad or 'none', ctr)
     sent = 0

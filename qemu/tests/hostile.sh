@@ -76,7 +76,7 @@ expect() {
     [ "$after" = $((before + $3)) ] || fail "$2 went from $before to $after, expected +$3"
 }
 
-test_valid_packets_are_delivered() { expect good_ud rx_packets 5; }
+test_valid_packets_are_delivered() { expect good_ud rcvd_pkts 5; }
 # A packet the network stack keeps in page fragments (its linear part
 # ending inside the BTH) is read in place: delivered whole, its ICRC
 # checked over the fragments.
@@ -93,9 +93,9 @@ test_oversized_is_malformed() { expect oversized rx_malformed 5; }
 test_wrong_qkey_is_dropped() { expect bad_qkey rx_bad_state 5; }
 test_rc_opcode_to_ud_qp_is_dropped() { expect rc_to_ud rx_bad_state 5; }
 # Five packets ahead of the expected PSN: one sequence NAK, not five.
-test_out_of_window_psn_naks_once() { expect rc_ahead seq_nak_sent 1; }
-test_old_psn_is_duplicate() { expect rc_behind rx_duplicate 5; }
-test_stray_ack_is_ignored() { expect rc_stray_ack rx_duplicate 5; }
+test_out_of_window_psn_naks_once() { expect rc_ahead out_of_seq_request 1; }
+test_old_psn_is_duplicate() { expect rc_behind duplicate_request 5; }
+test_stray_ack_is_ignored() { expect rc_stray_ack rx_duplicate_response 5; }
 # RC packets from an address that is not the QP's peer never reach it.
 test_spoofed_source_is_dropped() { SRC=10.88.0.99 expect rc_ahead rx_bad_state 5; }
 
@@ -119,10 +119,10 @@ test_fuzzed_packets() {
     t=$!
     rm -f /tmp/target.state
     wait_for 'test -s /tmp/target.state' 150 || fail "no target QPs"
-    before=$(counter rx_packets)
+    before=$(counter rcvd_pkts)
     inject fuzz 3000
-    wait_for "[ \$(counter rx_packets) -ge $((before + 3000)) ]" 50 ||
-        fail "rx_packets went from $before to $(counter rx_packets) for 3000 packets"
+    wait_for "[ \$(counter rcvd_pkts) -ge $((before + 3000)) ]" 50 ||
+        fail "rcvd_pkts went from $before to $(counter rcvd_pkts) for 3000 packets"
     rdma statistic show link hx0/1
     wait $t
 }
@@ -137,11 +137,11 @@ test_fuzzed_packets_every_qp_state() {
     t=$!
     exec 4> /tmp/fuzz.in
     wait_for 'test -s /tmp/fuzz.state' 300 || { cat /tmp/fuzz.out; fail "no fuzz target QPs"; }
-    before=$(counter rx_packets)
+    before=$(counter rcvd_pkts)
     ip netns exec hb python3 $T/hostile_inject.py 10.88.0.2 10.88.0.1 /tmp/fuzz.state fuzz_states $FUZZ_COUNT ||
         fail "injector failed"
-    wait_for "[ \$(counter rx_packets) -ge $((before + FUZZ_COUNT * 9 / 10)) ]" 100 ||
-        fail "rx_packets went from $before to $(counter rx_packets) for $FUZZ_COUNT packets"
+    wait_for "[ \$(counter rcvd_pkts) -ge $((before + FUZZ_COUNT * 9 / 10)) ]" 100 ||
+        fail "rcvd_pkts went from $before to $(counter rcvd_pkts) for $FUZZ_COUNT packets"
     echo done >&4
     wait $t
     cat /tmp/fuzz.out

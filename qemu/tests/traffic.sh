@@ -100,7 +100,7 @@ t_rdma_server() {
 # sends 10 unsignaled messages.  mckey's sender leaves the group and destroys
 # its QP right after posting, without waiting for the sends, so a device that
 # transmits from a deferred task (rxe) may lose all of them: rxe's sent_pkts
-# counter stayed put in 3 of 8 sender runs here, and softrnic's rx_packets
+# counter stayed put in 3 of 8 sender runs here, and softrnic's rcvd_pkts
 # matched it every time.  So with rxe as the sender, the receiver waits for
 # one message while the sender runs again (about 3.5 s a run, mckey sleeps
 # 3 s after joining), up to 25 times, and each run that delivered nothing
@@ -111,7 +111,7 @@ MCKEY_RUNS=25
 pkts() {
     case $1:$2 in
     rxe*:tx) counter $1 sent_pkts ;; rxe*:rx) counter $1 rcvd_pkts ;;
-    *:tx) counter $1 tx_packets ;; *:rx) counter $1 rx_packets ;;
+    *:tx) counter $1 sent_pkts ;; *:rx) counter $1 rcvd_pkts ;;
     esac
 }
 counter() { cat /sys/class/infiniband/$1/ports/1/hw_counters/$2; }

@@ -22,11 +22,41 @@ use crate::transport::Pumper;
 use crate::transport_rules::Service;
 use crate::verbs::qp::{After, Qp};
 
-/// Per-device packet counters (`rdma statistic`).
+/// Per-device counters (`rdma statistic show link DEV/1`).  The first
+/// fifteen carry rdma_rxe's names, for the same meaning (so a user's
+/// scripts and monitoring read either driver alike); the rest are
+/// softrnic's own.
 #[derive(Clone, Copy)]
 pub(crate) enum Counter {
+    /// RoCE packets sent (`sent_pkts`) and received (`rcvd_pkts`).
     TxPackets = 0,
     RxPackets,
+    /// Responder: requests it had already executed.
+    DuplicateRequest,
+    /// Responder: requests past the expected PSN (a sequence NAK each gap).
+    OutOfSeqRequest,
+    /// Requester: RNR NAKs received; responder: RNR NAKs sent.
+    RcvdRnrErr,
+    SendRnrErr,
+    /// Requester: sequence NAKs received.
+    RcvdSeqErr,
+    /// Requester: WQEs failed with RETRY_EXC_ERR, RNR_RETRY_EXC_ERR.
+    RetryExceededErr,
+    RetryRnrExceededErr,
+    /// Requester: retries spent (ACK timeouts, charged sequence NAKs).
+    CompleterRetryErr,
+    /// Packets the network stack refused to send.
+    SendErr,
+    /// The port went down (its netdev lost its carrier or went down).
+    LinkDowned,
+    /// SENDs completed successfully (any transport; `rdma_sends`), and
+    /// receives completed successfully (`rdma_recvs`).
+    RdmaSends,
+    RdmaRecvs,
+    /// Bytes of the transport's packets sent and received: RoCE from the
+    /// BTH through the ICRC, iWARP the MPA FPDUs.
+    SentBytes,
+    RcvdBytes,
     /// Dropped before parsing (pieces that could not be read in place and
     /// could not be linearised, headers that could not be pulled).
     RxDropped,
@@ -35,13 +65,11 @@ pub(crate) enum Counter {
     RxUnknownQp,
     /// For a QP in a state (or of a type) that takes no such packet.
     RxBadState,
-    RxDuplicate,
-    SeqNakSent,
-    RnrNakSent,
-    RnrNakReceived,
+    /// Requester: responses and ACKs outside its window.
+    RxDuplicateResponse,
+    /// Requester: rewinds to resend (after a timeout, a NAK, an RNR wait).
     Retransmits,
     AckTimeouts,
-    TxErrors,
     /// iWARP: FPDUs received whole and sent.
     IwRxFpdus,
     IwTxFpdus,
@@ -70,22 +98,32 @@ pub(crate) enum Counter {
     RxPaged,
 }
 
-pub(crate) const COUNTERS: usize = 24;
+pub(crate) const COUNTERS: usize = 34;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
-    c"tx_packets",
-    c"rx_packets",
+    c"sent_pkts",
+    c"rcvd_pkts",
+    c"duplicate_request",
+    c"out_of_seq_request",
+    c"rcvd_rnr_err",
+    c"send_rnr_err",
+    c"rcvd_seq_err",
+    c"retry_exceeded_err",
+    c"retry_rnr_exceeded_err",
+    c"completer_retry_err",
+    c"send_err",
+    c"link_downed",
+    c"rdma_sends",
+    c"rdma_recvs",
+    c"sent_bytes",
+    c"rcvd_bytes",
     c"rx_dropped",
     c"rx_malformed",
     c"rx_bad_icrc",
     c"rx_unknown_qp",
     c"rx_bad_state",
-    c"rx_duplicate",
-    c"seq_nak_sent",
-    c"rnr_nak_sent",
-    c"rnr_nak_received",
+    c"rx_duplicate_response",
     c"retransmits",
     c"ack_timeouts",
-    c"tx_errors",
     c"iw_rx_fpdus",
     c"iw_tx_fpdus",
     c"iw_crc_errors",
@@ -97,6 +135,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"engine_idle",
     c"rx_paged",
 ];
+const _: () = assert!(Counter::RxPaged as usize + 1 == COUNTERS);
 
 impl From<crate::roce::Count> for Counter {
     fn from(c: crate::roce::Count) -> Counter {
@@ -104,22 +143,37 @@ impl From<crate::roce::Count> for Counter {
         match c {
             Count::BadState => Counter::RxBadState,
             Count::Malformed => Counter::RxMalformed,
-            Count::Duplicate => Counter::RxDuplicate,
-            Count::SeqNakSent => Counter::SeqNakSent,
-            Count::RnrNakSent => Counter::RnrNakSent,
-            Count::RnrNakReceived => Counter::RnrNakReceived,
+            Count::Duplicate => Counter::DuplicateRequest,
+            Count::SeqNakSent => Counter::OutOfSeqRequest,
+            Count::RnrNakSent => Counter::SendRnrErr,
+            Count::RnrNakReceived => Counter::RcvdRnrErr,
             Count::Retransmit => Counter::Retransmits,
             Count::AckTimeout => Counter::AckTimeouts,
+            Count::DuplicateResponse => Counter::RxDuplicateResponse,
+            Count::SeqNakReceived => Counter::RcvdSeqErr,
+            Count::CompleterRetry => Counter::CompleterRetryErr,
+            Count::RetryExceeded => Counter::RetryExceededErr,
+            Count::RnrRetryExceeded => Counter::RetryRnrExceededErr,
         }
     }
 }
 
-#[derive(Default)]
 pub(crate) struct Counters([AtomicU64; COUNTERS]);
+
+// (`derive(Default)` stops at arrays of 32.)
+impl Default for Counters {
+    fn default() -> Self {
+        Counters([const { AtomicU64::new(0) }; COUNTERS])
+    }
+}
 
 impl Counters {
     pub(crate) fn bump(&self, c: Counter) {
-        self.0[c as usize].fetch_add(1, Ordering::Relaxed);
+        self.add(c, 1);
+    }
+
+    pub(crate) fn add(&self, c: Counter, n: u64) {
+        self.0[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     pub(crate) fn get(&self, i: usize) -> u64 {

@@ -148,6 +148,13 @@ impl SendQueue<'_> {
         }
         *self.sq_cons = index.wrapping_add(1);
         self.sq.set_consumer(*self.sq_cons);
+        let send = matches!(
+            t.wqe.opcode,
+            abi::WR_SEND | abi::WR_SEND_WITH_IMM | abi::WR_SEND_WITH_INV
+        );
+        if send && status == abi::WC_SUCCESS {
+            self.dev.counters().bump(super::Counter::RdmaSends);
+        }
         if status != abi::WC_SUCCESS || t.wqe.send_flags & abi::SEND_SIGNALED != 0 {
             let mut cqe = self.qp.send_cqe(t.wqe.wr_id, t.wqe.opcode, status);
             cqe.byte_len = t.len;

@@ -248,7 +248,12 @@ mod statuses {
         exchange(&mut a, &mut b, true, 1);
         assert_eq!(a.d.send_cq[0].status, wc::RETRY_EXC_ERR);
         // The first try and three retries, each ended by the ACK timeout.
-        assert_eq!(a.d.counts[crate::roce::Count::AckTimeout as usize], 4);
+        let c = |k: crate::roce::Count| a.d.counts[k as usize];
+        assert_eq!(c(crate::roce::Count::AckTimeout), 4);
+        // Three retries spent, the fourth timeout ends it (rxe's
+        // completer_retry_err and retry_exceeded_err).
+        assert_eq!(c(crate::roce::Count::CompleterRetry), 3);
+        assert_eq!(c(crate::roce::Count::RetryExceeded), 1);
     }
 
     /// Two endpoints with 1 MiB each: eight SENDs of `len` bytes posted
@@ -332,6 +337,8 @@ mod statuses {
         exchange(&mut a, &mut b, false, 8);
         assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS));
         assert_eq!(a.d.counts[crate::roce::Count::AckTimeout as usize], 1);
+        assert_eq!(a.d.counts[crate::roce::Count::CompleterRetry as usize], 1);
+        assert_eq!(a.d.counts[crate::roce::Count::RetryExceeded as usize], 0);
         assert_eq!(b.d.recv_cq.len(), 8);
     }
 
@@ -342,6 +349,10 @@ mod statuses {
         exchange(&mut a, &mut b, false, 1);
         assert_eq!(a.d.send_cq[0].status, wc::RNR_RETRY_EXC_ERR);
         assert_eq!(b.d.counts[crate::roce::Count::RnrNakSent as usize], 3);
+        // rxe's send_rnr_err at b; rcvd_rnr_err, retry_rnr_exceeded_err at a.
+        assert_eq!(a.d.counts[crate::roce::Count::RnrNakReceived as usize], 3);
+        assert_eq!(a.d.counts[crate::roce::Count::RnrRetryExceeded as usize], 1);
+        assert_eq!(a.d.counts[crate::roce::Count::RetryExceeded as usize], 0);
     }
 
     #[test]

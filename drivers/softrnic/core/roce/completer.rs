@@ -151,9 +151,11 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
     /// `retry_cnt`; none left fails the head WQE (false).
     fn spend_retry(&mut self, io: &mut impl RequesterIo<W>, out: &mut Outcome) -> bool {
         if self.retry_left == 0 {
+            io.count(Count::RetryExceeded);
             self.fail_head(io, wc::RETRY_EXC_ERR, out);
             return false;
         }
+        io.count(Count::CompleterRetry);
         self.retry_left -= 1;
         true
     }
@@ -205,7 +207,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         // Only PSNs sent and not yet acknowledged (or the one just before,
         // a duplicate ACK) mean anything.
         if psn::diff(p, self.una) < 0 || psn::diff(p, self.sent_to) >= 0 {
-            io.count(Count::Duplicate);
+            io.count(Count::DuplicateResponse);
             return;
         }
         let op = pkt.hdr.bth.opcode;
@@ -221,6 +223,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                         self.ack_through(prm, io, p.offset(-1));
                         io.count(Count::RnrNakReceived);
                         if self.rnr_left == 0 {
+                            io.count(Count::RnrRetryExceeded);
                             self.fail_head(io, wc::RNR_RETRY_EXC_ERR, out);
                             return;
                         }
@@ -234,6 +237,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                         io.arm_timer(u64::from(roce_wire::rnr_timer_us(timer)));
                     }
                     Syndrome::Nak(NakCode::PsnSequenceError) => {
+                        io.count(Count::SeqNakReceived);
                         let before = self.una;
                         let rnr = self.rewound_for_rnr.map(Psn::new);
                         self.ack_through(prm, io, p.offset(-1));

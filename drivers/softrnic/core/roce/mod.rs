@@ -48,20 +48,43 @@ pub(crate) enum SendFail {
     BadMemory,
 }
 
-/// What the machines count (the caller maps them onto its counters).
+/// What the machines count (the caller maps them onto its counters; the
+/// kernel's names are rxe's where the meaning is the same).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Count {
     /// A packet for a QP in a state, or of a type, that takes no such packet.
     BadState,
     /// A malformed packet (a length or header its opcode forbids).
     Malformed,
+    /// Responder: a request it had already executed (answered again, or
+    /// dropped).
     Duplicate,
+    /// Responder: a request past the expected PSN, answered by a sequence
+    /// NAK (once per gap).
     SeqNakSent,
     RnrNakSent,
     RnrNakReceived,
+    /// Requester: a rewind to resend from a PSN (after a timeout, a NAK or
+    /// an RNR wait).
     Retransmit,
     AckTimeout,
+    /// Requester: a response or ACK outside the window (already
+    /// acknowledged, or never sent).
+    DuplicateResponse,
+    /// Requester: a sequence NAK received.
+    SeqNakReceived,
+    /// Requester: a retry spent (an ACK timeout, or a sequence NAK that
+    /// charges one), as rxe's completer counts its retries.
+    CompleterRetry,
+    /// Requester: a WQE failed with RETRY_EXC_ERR.
+    RetryExceeded,
+    /// Requester: a WQE failed with RNR_RETRY_EXC_ERR.
+    RnrRetryExceeded,
 }
+
+/// How many kinds of `Count` there are.
+pub(crate) const COUNTS: usize = 13;
+const _: () = assert!(Count::RnrRetryExceeded as usize + 1 == COUNTS);
 
 /// What the QP must do after a machine's step (the machines never change
 /// the QP's state themselves).

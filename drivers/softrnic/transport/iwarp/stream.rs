@@ -743,6 +743,7 @@ impl Qp {
                     io: &mut io,
                     state: &mut st.inb,
                 };
+                c.add(Counter::RcvdBytes, data.len() as u64);
                 let r = st.rx.feed(data, &mut sink);
                 let (mut wake, terminated) = (io.wake, io.terminated);
                 for _ in fpdus..st.rx.fpdus {
@@ -917,6 +918,8 @@ impl Qp {
                     };
                     let whole = off == buf.len() && !failed;
                     st.taken += (off - sent_from) as u64;
+                    dev.counters()
+                        .add(Counter::SentBytes, (off - sent_from) as u64);
                     if whole {
                         buf.clear();
                         off = 0;

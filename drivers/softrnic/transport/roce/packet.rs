@@ -80,7 +80,7 @@ impl Outbox {
         let hlen = hdr.wire_len();
         let total = hlen + payload_len + usize::from(pad) + ICRC_LEN;
         let Some(mut skb) = Skb::alloc(ndev, total, route.ipv4) else {
-            dev.counters().bump(Counter::TxErrors);
+            dev.counters().bump(Counter::SendErr);
             return Err(SendFail::NoMemory);
         };
         let mut h = *hdr;
@@ -108,7 +108,9 @@ impl Outbox {
             let Some((mut skb, route)) = p.take() else {
                 continue;
             };
+            let mut bytes = 0;
             let finished = skb.finish(ndev, &route, &mut cache, |pkt| {
+                bytes = pkt.len();
                 let n = pkt.len() - ICRC_LEN;
                 let (body, trailer) = pkt.split_at_mut(n);
                 if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
@@ -118,8 +120,11 @@ impl Outbox {
             // No route: as if lost on the wire (RC retransmits).
             let sent = finished.and_then(|()| skb.xmit());
             match sent {
-                Ok(()) => c.bump(Counter::TxPackets),
-                Err(_) => c.bump(Counter::TxErrors),
+                Ok(()) => {
+                    c.bump(Counter::TxPackets);
+                    c.add(Counter::SentBytes, bytes as u64);
+                }
+                Err(_) => c.bump(Counter::SendErr),
             }
         }
     }

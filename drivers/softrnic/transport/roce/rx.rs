@@ -47,6 +47,7 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
         c.bump(Counter::RxMalformed);
         return;
     };
+    c.add(Counter::RcvdBytes, roce_len as u64);
     let Ok((hdr, header_len, payload_len)) = roce_wire::parse_headers(roce_head, roce_len) else {
         c.bump(Counter::RxMalformed);
         return;

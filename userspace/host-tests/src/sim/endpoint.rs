@@ -29,7 +29,7 @@ pub const BATCH: usize = 16;
 /// The IPv4 and UDP headers in front of every simulated packet.
 const IP_UDP: usize = 28;
 /// The counter of packets dropped for a bad ICRC (after the machines' own).
-pub const BAD_ICRC: usize = 8;
+pub const BAD_ICRC: usize = crate::roce::COUNTS;
 
 /// A send work request as the simulated application posts it.
 #[derive(Clone, Copy, Default, Debug)]
@@ -117,7 +117,7 @@ pub struct Data {
     /// Asked to pump again later (UC/UD: no memory).
     pub again: bool,
     /// Machine counters, by `Count as usize`, and `BAD_ICRC`.
-    pub counts: [u64; 9],
+    pub counts: [u64; crate::roce::COUNTS + 1],
     /// Request PSNs sent by the current pump (checked against the window).
     pub sent_psns: Vec<Psn>,
     /// Invariant violations seen by the I/O.
@@ -154,7 +154,7 @@ impl Endpoint {
                 error: false,
                 outbox: Vec::new(),
                 again: false,
-                counts: [0; 9],
+                counts: [0; crate::roce::COUNTS + 1],
                 sent_psns: Vec::new(),
                 faults: Vec::new(),
             },

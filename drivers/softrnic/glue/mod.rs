@@ -14,6 +14,7 @@ pub(crate) mod memory;
 pub(crate) mod net;
 pub(crate) mod objects;
 mod ops;
+mod restrack;
 pub(crate) mod ring;
 pub(crate) mod table;
 pub(crate) mod tcp;

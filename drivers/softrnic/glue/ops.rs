@@ -39,6 +39,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         dealloc_driver: Some(dealloc_driver),
         alloc_hw_port_stats: Some(alloc_hw_port_stats),
         get_hw_stats: Some(get_hw_stats),
+        fill_res_qp_entry: Some(super::restrack::fill_res_qp_entry),
         mmap: Some(b::softrnic_mmap),
         mmap_free: Some(b::softrnic_mmap_free),
         alloc_pd: Some(v::alloc_pd),

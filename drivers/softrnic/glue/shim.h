@@ -15,6 +15,7 @@
 #include <rdma/ib_mad.h>
 #include <rdma/iw_cm.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/restrack.h>
 #include <rdma/ib_umem.h>
 #include <rdma/uverbs_ioctl.h>
 #include <linux/vmalloc.h>

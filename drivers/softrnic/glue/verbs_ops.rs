@@ -779,7 +779,7 @@ pub(super) unsafe extern "C" fn create_qp(
 
 /// # Safety
 /// See the module documentation; `ibqp` was created by `create_qp`.
-unsafe fn qp_ref<'a>(ibqp: *mut b::ib_qp) -> &'a Qp {
+pub(super) unsafe fn qp_ref<'a>(ibqp: *mut b::ib_qp) -> &'a Qp {
     // SAFETY: per the contract.
     unsafe { &*ibqp.cast::<Qp>() }
 }

@@ -225,6 +225,38 @@ impl Qp {
         self.transport == crate::transport::Transport::Iwarp
     }
 
+    /// What `rdma resource show qp -d` shows of this QP beyond ib_core's
+    /// own fields (restrack's driver details): how full its queues are, the
+    /// CPU it sends from, and its transport's state.  `put` gets each name
+    /// and value (under the QP lock: it must only store them).
+    pub(crate) fn details(&self, put: &mut dyn FnMut(&'static CStr, u64)) {
+        use crate::transport_rules::Service;
+        let s = self.inner.lock();
+        put(c"sq_slots", s.sq.slots().into());
+        put(c"sq_queued", s.sq.producer().wrapping_sub(s.sq_cons).into());
+        if let Some(rq) = &s.rq {
+            put(c"rq_slots", rq.slots().into());
+            put(c"rq_queued", rq.producer().wrapping_sub(s.rq_cons).into());
+        }
+        put(c"cpu", self.home().into());
+        if self.is_iwarp() {
+            if let Some(st) = s.iw.as_deref() {
+                st.details(put);
+            }
+        } else if self.service() != Service::Ud {
+            let r = &s.eng.req;
+            put(c"una", r.una.get().into());
+            put(c"next_psn", r.next_psn.get().into());
+            put(c"window", r.cwnd.into());
+            put(c"reads_out", r.rd_inflight.into());
+            put(c"retry_left", r.retry_left.into());
+            put(c"rnr_retry_left", r.rnr_left.into());
+            put(c"ack_timer", u64::from(r.timer_on));
+            put(c"expected_psn", s.eng.resp.epsn.get().into());
+            put(c"responses_queued", s.eng.resp.rd_pending().into());
+        }
+    }
+
     pub(crate) fn qpn(&self) -> u32 {
         self.ib.qp_num()
     }

@@ -92,6 +92,14 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
+    /// Restrack's driver details of the stream (`Qp::details`).
+    pub(crate) fn details(&self, put: &mut dyn FnMut(&'static CStr, u64)) {
+        put(c"stream_sent", self.taken);
+        put(c"stream_queued", (self.tx.len() - self.tx_off) as u64);
+        put(c"mpa_crc", u64::from(self.crc));
+        put(c"broken", u64::from(self.broken));
+    }
+
     /// What was built but not yet taken by the socket, for a graceful
     /// close to send after the stream is gone (`Qp::iwarp_hand_on` completed
     /// its work requests; the socket may hold the start of an FPDU);

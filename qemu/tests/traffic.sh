@@ -25,7 +25,7 @@ PAIRS="rxe:rxe sr:sr sr:rxe rxe:sr"
 # is the stock kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sr:sr"
 TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_pingpong_ipv6 rping
-       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp send_lat capture"
+       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp send_lat qp_details capture"
 
 NS_A=ta VETH_A=ta0 IP_A=10.77.0.1 IP6_A=fd77::1
 NS_B=tb VETH_B=tb0 IP_B=10.77.0.2 IP6_B=fd77::2
@@ -184,6 +184,25 @@ t_send_lat() {
 # every packet's ICRC right (Wireshark 4.4 shows infiniband.invariant.crc but
 # does not verify it, so roce_icrc.py recomputes it).  The capture is copied
 # to the run directory (/job) for a closer look.
+# A softrnic end's QPs show their driver details (restrack's
+# fill_res_qp_entry: `rdma -dd resource show qp`) while an RC pingpong runs.
+t_qp_details() {
+    dev=
+    for d in $DEV_A $DEV_B; do case $d in sr_*) dev=$d ;; esac; done
+    [ -n "$dev" ] || skip "no softrnic end"
+    server ibv_rc_pingpong -d $DEV_A -g $GID_A -p 18620 -s 64 -n 1000000
+    ready "tcp_listening 18620"
+    ip netns exec $NS_B timeout $T ibv_rc_pingpong -d $DEV_B -g $GID_B -p 18620 -s 64 -n 1000000 $IP_A \
+        > /tmp/cli.out 2>&1 &
+    wait_for "rdma resource show qp link $dev/1 | grep -q 'type RC .*state RTS'" 100 ||
+        fail "no RC QP in RTS on $dev: $(rdma resource show qp link $dev/1)"
+    out=$(rdma -dd resource show qp link $dev/1 | tr -s ' \n' ' ')
+    echo "$out"
+    for f in sq_slots sq_queued rq_slots cpu una next_psn window reads_out retry_left expected_psn; do
+        echo " $out " | grep -q " $f [0-9]" || fail "no $f in the QP's details: $out"
+    done
+}
+
 t_capture() {
     f=/tmp/$PAIR_TAG.pcap
     ip netns exec $NS_A timeout $((300 * SLOW)) dumpcap -q -F pcap -i $VETH_A -w $f > /tmp/cap.out 2>&1 &

@@ -13,6 +13,19 @@
 
 use kernel::prelude::*;
 
+/// Refuse a verb: say why in the kernel log (rate-limited: at most 10
+/// lines in 5 s) and evaluate to `err`.  For the refusals a user can act
+/// on (an argument out of range, a missing capability), not for flow
+/// control (a full queue).
+macro_rules! refuse {
+    ($err:expr, $($fmt:tt)*) => {{
+        if $crate::glue::refusal_ratelimit() {
+            kernel::pr_info!($($fmt)*);
+        }
+        $err
+    }};
+}
+
 #[path = "../../userspace/abi/src/abi.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod abi;

@@ -231,6 +231,38 @@ def qp_illegal_transitions_and_masks_are_einval():
         qp.close()
 
 
+def dmesg():
+    return subprocess.run(['dmesg'], capture_output=True, text=True).stdout
+
+
+@check
+def path_mtu_over_the_netdev_is_einval_and_logged():
+    """RTR with a path MTU the veth (MTU 1500) cannot carry: EINVAL, and
+    the kernel log says why (a frame that big would never arrive)."""
+    with Context(name=ROCE) as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:
+        qp = rc_qp(pd, cq)
+        to_init(qp)
+        idx, gid = roce_gid_index(ctx)
+        seen = dmesg().count('does not fit')
+        attr = QPAttr(qp_state=e.IBV_QPS_RTR)
+        attr.path_mtu = e.IBV_MTU_4096
+        attr.dest_qp_num = qp.qp_num
+        attr.rq_psn, attr.max_dest_rd_atomic, attr.min_rnr_timer = 0, 1, 12
+        attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=GlobalRoute(dgid=gid, sgid_index=idx))
+        mask = (e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
+                e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+        expect_errno(errno.EINVAL, qp.modify, attr, mask)
+        want(qp_state(qp) == e.IBV_QPS_INIT, 'a refused modify changed the state')
+        log = dmesg()
+        want(log.count('does not fit') > seen, 'no kernel log line says why')
+        want('path MTU 4096 bytes' in log, 'the log line names no MTU')
+        # The largest IB MTU a 1500-byte link carries is accepted.
+        attr.path_mtu = e.IBV_MTU_1024
+        qp.modify(attr, mask)
+        want(qp_state(qp) == e.IBV_QPS_RTR, 'RTR with path MTU 1024 refused')
+        qp.close()
+
+
 @check
 def qp_full_rc_path_and_query():
     with Context(name=ROCE) as ctx, PD(ctx) as pd, CQ(ctx, 8) as cq:

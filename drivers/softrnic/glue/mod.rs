@@ -412,6 +412,12 @@ impl Drop for HeldNetDevice {
     }
 }
 
+/// Whether a refusal may be logged now (at most 10 in 5 s; `refused!`).
+pub(crate) fn refusal_ratelimit() -> bool {
+    // SAFETY: plain call; the ratelimit state is the shim's static.
+    unsafe { bindings::softrnic_refusal_ratelimit() }
+}
+
 /// The kernel's page size.
 pub(crate) fn page_size() -> u64 {
     // SAFETY: returns a constant.

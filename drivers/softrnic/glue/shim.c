@@ -120,6 +120,15 @@ struct module *softrnic_this_module(void)
 	return THIS_MODULE;
 }
 
+/* Refused verbs are logged at most 10 times in 5 s (a looping caller must
+ * not flood the log). */
+bool softrnic_refusal_ratelimit(void)
+{
+	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);
+
+	return __ratelimit(&rs);
+}
+
 bool softrnic_netdev_registered(const struct net_device *ndev)
 {
 	return READ_ONCE(ndev->reg_state) == NETREG_REGISTERED;

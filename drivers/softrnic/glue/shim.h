@@ -42,6 +42,7 @@ const char *softrnic_transport_name(struct ib_device *ibdev);
 /* Implemented in C (glue/shim.c). */
 int softrnic_shim_register(void);
 struct module *softrnic_this_module(void);
+bool softrnic_refusal_ratelimit(void);
 bool softrnic_netdev_registered(const struct net_device *ndev);
 void softrnic_shim_unregister(void);
 struct ib_device *softrnic_alloc_ib_device(size_t size);

@@ -125,10 +125,20 @@ pub(super) unsafe extern "C" fn create_cq(
     // valid attribute struct; `attrs` is NULL or a valid bundle.
     let (d, a, udata) = unsafe { (dev((*ibcq).device), &*attr, b::softrnic_bundle_udata(attrs)) };
     if a.flags != 0 {
-        return EOPNOTSUPP.to_errno();
+        return refuse!(
+            EOPNOTSUPP,
+            "create_cq: flags {:#x} not supported\n",
+            a.flags
+        )
+        .to_errno();
     }
     if a.comp_vector != 0 {
-        return EINVAL.to_errno();
+        return refuse!(
+            EINVAL,
+            "create_cq: completion vector {} (the device has 1)\n",
+            a.comp_vector
+        )
+        .to_errno();
     }
     let result = (|| -> Result {
         let state = CqState::new(user_ctx(udata), a.cqe, d.limits().max_cqe)?;
@@ -373,7 +383,11 @@ pub(super) unsafe extern "C" fn create_ah(
     // SAFETY: an AH of our size on our device; a valid init attr.
     let (d, init) = unsafe { (dev((*ibah).device), &*init) };
     if d.driver().transport == crate::device::Transport::Iwarp {
-        return EOPNOTSUPP.to_errno();
+        return refuse!(
+            EOPNOTSUPP,
+            "create_ah: an iWARP device has no address handles (no UD)\n"
+        )
+        .to_errno();
     }
     if init.ah_attr.is_null() {
         return EINVAL.to_errno();
@@ -477,7 +491,11 @@ pub(super) unsafe extern "C" fn create_srq(
     // SAFETY: an SRQ of our size on our device; a valid init attr.
     let (d, init) = unsafe { (dev((*ibsrq).device), &mut *init) };
     if init.srq_type != b::ib_srq_type_IB_SRQT_BASIC {
-        return EOPNOTSUPP.to_errno();
+        return refuse!(
+            EOPNOTSUPP,
+            "create_srq: only basic SRQs (no XRC or tag matching)\n"
+        )
+        .to_errno();
     }
     let result = (|| -> Result {
         let state = SrqState::new(
@@ -671,13 +689,26 @@ pub(super) unsafe extern "C" fn create_qp(
     let transport = d.driver().transport;
     let iwarp = transport == crate::device::Transport::Iwarp;
     let Some(ty) = QpType::from_raw(init.qp_type) else {
-        return EOPNOTSUPP.to_errno();
+        return refuse!(
+            EOPNOTSUPP,
+            "create_qp: QP type {} not supported (RC, UC, UD, GSI)\n",
+            init.qp_type
+        )
+        .to_errno();
     };
-    if (iwarp && ty != QpType::Rc) || (ty == QpType::Gsi && !udata.is_null()) {
-        return EOPNOTSUPP.to_errno();
+    if iwarp && ty != QpType::Rc {
+        return refuse!(EOPNOTSUPP, "create_qp: an iWARP device has RC QPs only\n").to_errno();
+    }
+    if ty == QpType::Gsi && !udata.is_null() {
+        return refuse!(EOPNOTSUPP, "create_qp: the GSI QP is the kernel's\n").to_errno();
     }
     if init.create_flags != 0 || !init.xrcd.is_null() || !init.rwq_ind_tbl.is_null() {
-        return EOPNOTSUPP.to_errno();
+        return refuse!(
+            EOPNOTSUPP,
+            "create_qp: create flags {:#x}, XRC and RSS not supported\n",
+            init.create_flags
+        )
+        .to_errno();
     }
     if init.send_cq.is_null() {
         return EINVAL.to_errno();
@@ -816,6 +847,31 @@ pub(super) unsafe extern "C" fn modify_qp(
     } else {
         None
     };
+    // RoCE: a path MTU the netdev cannot carry is refused, as a hardware
+    // RNIC never puts a frame on a link that cannot carry it (otherwise
+    // every full-sized packet is dropped, and an RC QP ends in
+    // RETRY_EXC_ERR after its whole retry budget).  Not clamped: the peer
+    // checks that every packet but a message's last is exactly the path
+    // MTU, so both ends must agree on it; rdma_cm takes it from the port's
+    // active MTU, which follows the netdev.
+    if mask & attr::PATH_MTU != 0 && !q.is_iwarp() {
+        if let Some(ndev) = d.port_netdev() {
+            let fits = crate::limits::ib_mtu_for(ndev.mtu(), crate::limits::ROCE_MAX_HEADER_BYTES);
+            if fits.is_none_or(|most| a.path_mtu > most) {
+                let bytes = crate::transport_rules::mtu_bytes(a.path_mtu).unwrap_or(0);
+                return refuse!(
+                    EINVAL,
+                    "modify_qp: QP {:#x}: path MTU {} bytes does not fit {}'s MTU of {} bytes (at most {} with RoCE's headers)\n",
+                    q.qpn(),
+                    bytes,
+                    ndev.name(),
+                    ndev.mtu(),
+                    fits.and_then(crate::transport_rules::mtu_bytes).unwrap_or(0)
+                )
+                .to_errno();
+            }
+        }
+    }
     // (Planned before the QP's lock: the join port may start listening.)
     let to_rts = mask & attr::STATE != 0 && a.qp_state == QpState::Rts as u32;
     let dest = (mask & attr::DEST_QPN != 0).then_some(a.dest_qp_num);
@@ -852,7 +908,14 @@ pub(super) unsafe extern "C" fn modify_qp(
             qp_state::modify_is_ok(cur, next, q.ty, mask)
         };
         if !ok {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: QP {:#x} from {:?} to {:?} with attribute mask {:#x}: the verbs allow no such change\n",
+                q.qpn(),
+                cur,
+                next,
+                mask
+            ));
         }
         let values = qp::AttrValues {
             port_num: a.port_num,

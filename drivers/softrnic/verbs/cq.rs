@@ -42,7 +42,7 @@ pub(crate) struct CqState {
 /// Largest depth user space or a kernel consumer may ask for.
 fn depth_ok(cqe: u32, max_cqe: u32) -> Result<u32> {
     if cqe == 0 || cqe > max_cqe {
-        return Err(EINVAL);
+        return Err(refuse!(EINVAL, "CQ of {} entries: 1 to {}\n", cqe, max_cqe));
     }
     abi::slots_for(cqe).ok_or(EINVAL)
 }

@@ -25,11 +25,19 @@ pub(crate) const MR_ACCESS_SUPPORTED: u32 = access::LOCAL_WRITE
 /// atomic without local write → EINVAL (IBTA 10.6.3.1 C10-88).
 pub(crate) fn check_access(access: u32) -> Result {
     if access & !MR_ACCESS_SUPPORTED != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(refuse!(
+            EOPNOTSUPP,
+            "MR access flags {:#x} not supported (softrnic pins memory: no on-demand paging)\n",
+            access & !MR_ACCESS_SUPPORTED
+        ));
     }
     let needs_local_write = access::REMOTE_WRITE | access::REMOTE_ATOMIC;
     if access & needs_local_write != 0 && access & access::LOCAL_WRITE == 0 {
-        return Err(EINVAL);
+        return Err(refuse!(
+            EINVAL,
+            "MR access {:#x}: remote write or atomic without local write (IBTA C10-88)\n",
+            access
+        ));
     }
     Ok(())
 }

@@ -128,7 +128,12 @@ impl QpQueues {
             || want.max_inline > l.max_inline_data
             || (!has_srq && (want.max_recv_wr > l.max_qp_wr || want.max_recv_sge > l.max_recv_sge))
         {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "create_qp: {} send WRs, {} send SGEs, {} inline bytes, {} receive WRs, {} receive SGEs: over the device's {} WRs, {} / {} SGEs, {} inline bytes\n",
+                want.max_send_wr, want.max_send_sge, want.max_inline, want.max_recv_wr, want.max_recv_sge,
+                l.max_qp_wr, l.max_send_sge, l.max_recv_sge, l.max_inline_data
+            ));
         }
         let sq_slots = abi::slots_for(want.max_send_wr).ok_or(EINVAL)?;
         let send_sge = core::cmp::max(want.max_send_sge, 1);
@@ -486,13 +491,28 @@ impl Qp {
         inline: &[u8],
     ) -> Result {
         match s.state {
-            QpState::Reset | QpState::Init | QpState::Rtr => return Err(EINVAL),
+            QpState::Reset | QpState::Init | QpState::Rtr => {
+                return Err(refuse!(
+                    EINVAL,
+                    "post_send: QP {:#x} is in {:?}, not yet RTS\n",
+                    self.qpn(),
+                    s.state
+                ))
+            }
             _ => {}
         }
         if sges.len() > self.caps.max_send_sge as usize
             || inline.len() > self.caps.max_inline as usize
         {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "post_send: {} SGEs, {} inline bytes: QP {:#x} takes {} and {}\n",
+                sges.len(),
+                inline.len(),
+                self.qpn(),
+                self.caps.max_send_sge,
+                self.caps.max_inline
+            ));
         }
         let prod = s.sq.producer();
         if prod.wrapping_sub(s.sq_cons) >= self.caps.max_send_wr {
@@ -506,11 +526,21 @@ impl Qp {
     /// Queue one receive WQE of a kernel consumer.
     pub(crate) fn post_recv(&self, s: &mut QpInner, wr_id: u64, sges: &[Sge]) -> Result {
         if s.state == QpState::Reset || self.srq.is_some() {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "post_recv: QP {:#x} is in RESET or receives from an SRQ\n",
+                self.qpn()
+            ));
         }
         let Some(rq) = &s.rq else { return Err(EINVAL) };
         if sges.len() > self.caps.max_recv_sge as usize {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "post_recv: {} SGEs: QP {:#x} takes {}\n",
+                sges.len(),
+                self.qpn(),
+                self.caps.max_recv_sge
+            ));
         }
         let prod = rq.producer();
         if prod.wrapping_sub(s.rq_cons) >= self.caps.max_recv_wr {
@@ -559,11 +589,19 @@ pub(crate) fn apply_attrs(
 ) -> Result {
     let mut n = *a;
     if mask & attr::PORT != 0 && raw.port_num != 1 {
-        return Err(EINVAL);
+        return Err(refuse!(
+            EINVAL,
+            "modify_qp: port {} (the only port is 1)\n",
+            raw.port_num
+        ));
     }
     if mask & attr::PKEY_INDEX != 0 {
         if raw.pkey_index != 0 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: pkey_index {} (the table has 1 entry)\n",
+                raw.pkey_index
+            ));
         }
         n.pkey_index = raw.pkey_index;
     }
@@ -582,37 +620,61 @@ pub(crate) fn apply_attrs(
             | access::FLUSH_GLOBAL
             | access::FLUSH_PERSISTENT;
         if raw.qp_access_flags as u32 & !allowed != 0 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: access flags {:#x} not supported\n",
+                raw.qp_access_flags as u32 & !allowed
+            ));
         }
         n.access = raw.qp_access_flags as u32;
     }
     if mask & attr::PATH_MTU != 0 {
         if !(crate::limits::IB_MTU_256..=crate::limits::IB_MTU_4096).contains(&raw.path_mtu) {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: path_mtu {} is no IB MTU (1 to 5)\n",
+                raw.path_mtu
+            ));
         }
         n.path_mtu = raw.path_mtu;
     }
     if mask & attr::TIMEOUT != 0 {
         if raw.timeout > 31 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: timeout {} (at most 31)\n",
+                raw.timeout
+            ));
         }
         n.timeout = raw.timeout;
     }
     if mask & attr::RETRY_CNT != 0 {
         if raw.retry_cnt > 7 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: retry_cnt {} (at most 7)\n",
+                raw.retry_cnt
+            ));
         }
         n.retry_cnt = raw.retry_cnt;
     }
     if mask & attr::RNR_RETRY != 0 {
         if raw.rnr_retry > 7 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: rnr_retry {} (at most 7)\n",
+                raw.rnr_retry
+            ));
         }
         n.rnr_retry = raw.rnr_retry;
     }
     if mask & attr::MIN_RNR_TIMER != 0 {
         if raw.min_rnr_timer > 31 {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: min_rnr_timer {} (at most 31)\n",
+                raw.min_rnr_timer
+            ));
         }
         n.min_rnr_timer = raw.min_rnr_timer;
     }
@@ -624,19 +686,33 @@ pub(crate) fn apply_attrs(
     }
     if mask & attr::MAX_QP_RD_ATOMIC != 0 {
         if u32::from(raw.max_rd_atomic) > l.max_qp_init_rd_atom {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: max_rd_atomic {} (the device's max_qp_init_rd_atom is {})\n",
+                raw.max_rd_atomic,
+                l.max_qp_init_rd_atom
+            ));
         }
         n.max_rd_atomic = raw.max_rd_atomic;
     }
     if mask & attr::MAX_DEST_RD_ATOMIC != 0 {
         if u32::from(raw.max_dest_rd_atomic) > l.max_qp_rd_atom {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: max_dest_rd_atomic {} (the device's max_qp_rd_atom is {})\n",
+                raw.max_dest_rd_atomic,
+                l.max_qp_rd_atom
+            ));
         }
         n.max_dest_rd_atomic = raw.max_dest_rd_atomic;
     }
     if mask & attr::DEST_QPN != 0 {
         if raw.dest_qp_num > super::MAX_QPN {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "modify_qp: dest_qp_num {:#x} is no QP number\n",
+                raw.dest_qp_num
+            ));
         }
         n.dest_qpn = raw.dest_qp_num;
     }
@@ -647,10 +723,18 @@ pub(crate) fn apply_attrs(
         n.path_mig_state = raw.path_mig_state;
     }
     if mask & attr::AV != 0 {
-        n.av = Some(av.ok_or(EINVAL)?);
+        n.av = Some(av.ok_or_else(|| {
+            refuse!(
+                EINVAL,
+                "modify_qp: an address vector without a usable GID\n"
+            )
+        })?);
     }
     if mask & (attr::ALT_PATH | attr::CAP) != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(refuse!(
+            EOPNOTSUPP,
+            "modify_qp: alternate paths and resizing a QP are not supported\n"
+        ));
     }
     *a = n;
     Ok(())

@@ -37,7 +37,14 @@ impl SrqState {
         l: &crate::limits::DeviceLimits,
     ) -> Result<SrqState> {
         if max_wr == 0 || max_wr > l.max_srq_wr || max_sge == 0 || max_sge > l.max_srq_sge {
-            return Err(EINVAL);
+            return Err(refuse!(
+                EINVAL,
+                "SRQ of {} WRs of {} SGEs: 1 to {} WRs, 1 to {} SGEs\n",
+                max_wr,
+                max_sge,
+                l.max_srq_wr,
+                l.max_srq_sge
+            ));
         }
         let slots = abi::slots_for(max_wr).ok_or(EINVAL)?;
         let ring = Ring::new(uctx, slots, abi::recv_slot_bytes(max_sge))?;

@@ -95,7 +95,10 @@ impl Stream {
     /// Restrack's driver details of the stream (`Qp::details`).
     pub(crate) fn details(&self, put: &mut dyn FnMut(&'static CStr, u64)) {
         put(c"stream_sent", self.taken);
-        put(c"stream_queued", self.tx.len().saturating_sub(self.tx_off) as u64);
+        put(
+            c"stream_queued",
+            self.tx.len().saturating_sub(self.tx_off) as u64,
+        );
         put(c"mpa_crc", u64::from(self.crc));
         put(c"broken", u64::from(self.broken));
     }

@@ -25,7 +25,7 @@ PAIRS="rxe:rxe sr:sr sr:rxe rxe:sr"
 # is the stock kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sr:sr"
 TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_pingpong_ipv6 rping
-       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp send_lat qp_details capture"
+       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp send_lat qp_details qp_counters capture"
 
 NS_A=ta VETH_A=ta0 IP_A=10.77.0.1 IP6_A=fd77::1
 NS_B=tb VETH_B=tb0 IP_B=10.77.0.2 IP6_B=fd77::2
@@ -201,6 +201,35 @@ t_qp_details() {
     for f in sq_slots sq_queued rq_slots cpu una next_psn window reads_out retry_left expected_psn; do
         echo " $out " | grep -q " $f [0-9]" || fail "no $f in the QP's details: $out"
     done
+}
+
+# Per-QP counters (rdma statistic qp, auto mode by QP type): a softrnic
+# end's RC QP counts in its own counter while it lives, and the link's
+# figures (ib_core adds the counters' to the port's) lose nothing.
+t_qp_counters() {
+    dev=
+    for d in $DEV_A $DEV_B; do case $d in sr_*) dev=$d ;; esac; done
+    [ -n "$dev" ] || skip "no softrnic end"
+    hw() { cat /sys/class/infiniband/$dev/ports/1/hw_counters/$1; }
+    rdma statistic qp set link $dev/1 auto type on || fail "auto mode refused"
+    sends0=$(hw rdma_sends)
+    server ibv_rc_pingpong -d $DEV_A -g $GID_A -p 18621 -s 64 -n 3000
+    ready "tcp_listening 18621"
+    ip netns exec $NS_B timeout $T ibv_rc_pingpong -d $DEV_B -g $GID_B -p 18621 -s 64 -n 3000 $IP_A \
+        > /tmp/cli.out 2>&1 &
+    cli=$!
+    wait_for "rdma statistic qp show link $dev/1 | grep -q 'rdma_sends [1-9]'" 100
+    shown=$(rdma statistic qp show link $dev/1 | tr -s ' \n' ' ')
+    wait $cli; c=$?
+    wait $SRV; s=$?
+    rdma statistic qp set link $dev/1 auto off
+    echo "$shown"
+    [ $c = 0 ] && [ $s = 0 ] || fail "pingpong: client $c, server $s"
+    echo " $shown " | grep -q "cntn [0-9]* qp-type RC .* rdma_sends [1-9]" ||
+        fail "no RC QP counter with SENDs counted: $shown"
+    grown=$(( $(hw rdma_sends) - sends0 ))
+    [ $grown -ge 3000 ] || fail "the link's rdma_sends grew by $grown, not 3000, once the QP's counter was gone"
+    result "$(echo " $shown " | sed -n 's/.* rdma_sends \([0-9]*\) .*/\1/p') SENDs in the QP's counter mid-run"
 }
 
 t_capture() {

@@ -179,6 +179,11 @@ impl Counters {
     pub(crate) fn get(&self, i: usize) -> u64 {
         self.0.get(i).map_or(0, |c| c.load(Ordering::Relaxed))
     }
+
+    /// Counter `i`'s value, leaving it at zero.
+    pub(crate) fn take(&self, i: usize) -> u64 {
+        self.0.get(i).map_or(0, |c| c.swap(0, Ordering::Relaxed))
+    }
 }
 
 /// The engine state of a QP (under the QP lock).

@@ -59,7 +59,7 @@ impl RecvSide<'_> {
     /// Complete `cqe` on the receive CQ.
     pub(crate) fn complete(&mut self, cqe: &Cqe, solicited: bool) {
         if cqe.status == abi::WC_SUCCESS {
-            self.dev.counters().bump(super::Counter::RdmaRecvs);
+            self.qp.count(super::Counter::RdmaRecvs);
         }
         let (_, owed) = self.qp.recv_cq().push(cqe, solicited);
         self.after.recv_cq.merge(owed);

@@ -153,7 +153,7 @@ impl SendQueue<'_> {
             abi::WR_SEND | abi::WR_SEND_WITH_IMM | abi::WR_SEND_WITH_INV
         );
         if send && status == abi::WC_SUCCESS {
-            self.dev.counters().bump(super::Counter::RdmaSends);
+            self.qp.count(super::Counter::RdmaSends);
         }
         if status != abi::WC_SUCCESS || t.wqe.send_flags & abi::SEND_SIGNALED != 0 {
             let mut cqe = self.qp.send_cqe(t.wqe.wr_id, t.wqe.opcode, status);

@@ -7,6 +7,7 @@
 pub(crate) mod access;
 mod attrs;
 pub(crate) mod bindings;
+mod counters;
 pub(crate) mod deferred;
 pub(crate) mod events;
 pub(crate) mod iw_ops;

@@ -40,6 +40,12 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         alloc_hw_port_stats: Some(alloc_hw_port_stats),
         get_hw_stats: Some(get_hw_stats),
         fill_res_qp_entry: Some(super::restrack::fill_res_qp_entry),
+        counter_init: Some(super::counters::counter_init),
+        counter_alloc_stats: Some(super::counters::counter_alloc_stats),
+        counter_bind_qp: Some(super::counters::counter_bind_qp),
+        counter_unbind_qp: Some(super::counters::counter_unbind_qp),
+        counter_update_stats: Some(super::counters::counter_update_stats),
+        counter_dealloc: Some(super::counters::counter_dealloc),
         mmap: Some(b::softrnic_mmap),
         mmap_free: Some(b::softrnic_mmap_free),
         alloc_pd: Some(v::alloc_pd),
@@ -92,6 +98,7 @@ pub(super) fn device_ops() -> b::ib_device_ops {
         size_ib_srq: size_of::<crate::verbs::srq::Srq>(),
         size_ib_mw: size_of::<crate::verbs::mr::Mw>(),
         size_ib_ah: size_of::<crate::verbs::ah::Ah>(),
+        size_rdma_counter: size_of::<super::counters::QpCounter>(),
         ..Default::default()
     }
 }
@@ -300,12 +307,12 @@ unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
 }
 
 /// The counter descriptors ib_core shows (names from `engine::COUNTER_NAMES`).
-struct StatDescs([b::rdma_stat_desc; crate::engine::COUNTERS]);
+pub(super) struct StatDescs(pub(super) [b::rdma_stat_desc; crate::engine::COUNTERS]);
 
 // SAFETY: read-only data (pointers to static strings).
 unsafe impl Sync for StatDescs {}
 
-static STAT_DESCS: StatDescs = StatDescs({
+pub(super) static STAT_DESCS: StatDescs = StatDescs({
     let mut d = [b::rdma_stat_desc {
         name: core::ptr::null(),
         flags: 0,

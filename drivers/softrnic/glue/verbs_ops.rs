@@ -776,6 +776,8 @@ pub(super) unsafe extern "C" fn create_qp(
             pin_init::raw_init(addr_of_mut!((*p).inner), qp::new_inner(queues.inner));
             addr_of_mut!((*p).cpu).write(core::sync::atomic::AtomicU32::new(Qp::pick_cpu(qpn)));
             addr_of_mut!((*p).iw_refs).write(core::sync::atomic::AtomicU32::new(0));
+            addr_of_mut!((*p).bound).write(core::sync::atomic::AtomicBool::new(false));
+            addr_of_mut!((*p).stats).write(crate::engine::Counters::default());
             Qp::init_deferred(p);
         }
         init.cap.max_send_wr = caps.max_send_wr;

@@ -88,6 +88,11 @@ pub(crate) struct Qp {
     /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
     /// are gone, as iw_cm may still move the QP to ERR until then.
     pub(crate) iw_refs: core::sync::atomic::AtomicU32,
+    /// Bound to an rdma counter (`rdma statistic qp`, glue/counters.rs):
+    /// what the QP counts goes to `stats` instead of the device's
+    /// counters (ib_core adds the counters' sums to the port's figures).
+    pub(crate) bound: core::sync::atomic::AtomicBool,
+    pub(crate) stats: crate::engine::Counters,
 }
 
 pub(crate) struct QpInner {
@@ -228,6 +233,21 @@ impl Qp {
     /// An iWARP QP (its verbs differ: no address vector, created in INIT).
     pub(crate) fn is_iwarp(&self) -> bool {
         self.transport == crate::transport::Transport::Iwarp
+    }
+
+    /// Count `n` of `c` for this QP: in its own counters while it is bound
+    /// to an rdma counter, else in the device's.  (A count that races with
+    /// the binding may land on either side, never on both.)
+    pub(crate) fn count_n(&self, c: crate::engine::Counter, n: u64) {
+        if self.bound.load(core::sync::atomic::Ordering::Relaxed) {
+            self.stats.add(c, n);
+        } else {
+            self.dev().counters().add(c, n);
+        }
+    }
+
+    pub(crate) fn count(&self, c: crate::engine::Counter) {
+        self.count_n(c, 1);
     }
 
     /// What `rdma resource show qp -d` shows of this QP beyond ib_core's

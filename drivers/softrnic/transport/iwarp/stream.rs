@@ -757,9 +757,7 @@ impl Qp {
                 c.add(Counter::RcvdBytes, data.len() as u64);
                 let r = st.rx.feed(data, &mut sink);
                 let (mut wake, terminated) = (io.wake, io.terminated);
-                for _ in fpdus..st.rx.fpdus {
-                    c.bump(Counter::IwRxFpdus);
-                }
+                self.count_n(Counter::IwRxFpdus, st.rx.fpdus.wrapping_sub(fpdus));
                 let released = st.hold && st.rx.fpdus > fpdus;
                 if released {
                     st.hold = false;
@@ -767,12 +765,12 @@ impl Qp {
                 }
                 if terminated {
                     // The peer ended the stream: no TERMINATE back.
-                    c.bump(Counter::IwTerminatesReceived);
+                    self.count(Counter::IwTerminatesReceived);
                     st.broken = true;
                 }
                 if let Err(f) = r {
                     if f.cause == cause::MPA_CRC {
-                        c.bump(Counter::IwCrcErrors);
+                        self.count(Counter::IwCrcErrors);
                     }
                     // The sender owes the peer a TERMINATE.
                     st.term = Some(f.cause);
@@ -971,7 +969,7 @@ impl Qp {
                         // What was built went out: now the TERMINATE.
                         st.term_sent = true;
                         if terminate_fpdu(&mut st.tx, c, st.crc).is_ok() {
-                            dev.counters().bump(Counter::IwTerminatesSent);
+                            self.count(Counter::IwTerminatesSent);
                             (Step::Again, false)
                         } else {
                             (Step::Close(true), false)
@@ -981,7 +979,7 @@ impl Qp {
                     } else if st.rtr_owed {
                         st.rtr_owed = false;
                         if rtr_fpdu(&mut st.tx, st.crc).is_ok() {
-                            dev.counters().bump(Counter::IwTxFpdus);
+                            self.count(Counter::IwTxFpdus);
                             (Step::Again, false)
                         } else {
                             (Step::Close(true), false)
@@ -998,9 +996,7 @@ impl Qp {
                         let (out, params, mut io) = st.outbound(q, ahead);
                         let o: Outcome = out.emit(params, &mut io);
                         let sent = io.fpdus;
-                        for _ in 0..sent {
-                            dev.counters().bump(Counter::IwTxFpdus);
-                        }
+                        self.count_n(Counter::IwTxFpdus, sent);
                         if o.fatal {
                             // (The peer learns why.)
                             st.term = Some(cause::LOCAL_CATASTROPHIC);

@@ -116,7 +116,7 @@ impl RequesterIo<SendWqe> for ReqIo<'_> {
     }
 
     fn count(&mut self, c: Count) {
-        self.q.dev.counters().bump(crate::engine::Counter::from(c));
+        self.q.qp.count(crate::engine::Counter::from(c));
     }
 }
 

@@ -198,7 +198,7 @@ impl ResponderIo for RespIo<'_> {
     }
 
     fn count(&mut self, c: Count) {
-        self.r.dev.counters().bump(Counter::from(c));
+        self.r.qp.count(Counter::from(c));
     }
 }
 
@@ -217,7 +217,7 @@ impl Qp {
             s.state,
             QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
         ) {
-            dev.counters().bump(Counter::RxBadState);
+            self.count(Counter::RxBadState);
             return;
         }
         let p = params(self, &s.attrs, mtu);

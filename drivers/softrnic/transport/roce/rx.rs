@@ -152,7 +152,7 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         (Service::Rc, Transport::Rc) | (Service::Uc, Transport::Uc) | (Service::Ud, Transport::Ud)
     );
     if !fits {
-        c.bump(Counter::RxBadState);
+        qp.count(Counter::RxBadState);
         return;
     }
     let mut after = After::default();
@@ -160,7 +160,7 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         let mut s = qp.inner.lock();
         // A connected QP takes packets from its peer's address only.
         if svc != Service::Ud && s.attrs.av.map(|av| av.dgid) != Some(meta.src) {
-            c.bump(Counter::RxBadState);
+            qp.count(Counter::RxBadState);
             return;
         }
         let mtu = qp.mtu(&s, ndev);

@@ -105,22 +105,27 @@ pub(crate) fn exit() {
 
 /// `rdma link add NAME type softrnic_{roce,iwarp} netdev NDEV`.
 pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Result {
+    // (Refusals say why, rate-limited: `refuse!`.)
     if !ndev.is_ethernet() {
-        pr_info!(
-            "{} is not an Ethernet device; cannot add {}\n",
+        return Err(refuse!(
+            EINVAL,
+            "{} is not an Ethernet device (a loopback or tunnel carries no RoCE or iWARP link; a veth pair does); cannot add {}\n",
             ndev.name(),
             name.to_str().unwrap_or("?")
-        );
-        return Err(EINVAL);
+        ));
     }
     let netdev_id = ndev.id();
     let sockets = match transport {
-        Transport::Roce => Some(glue::net::NetNsSockets::attach(ndev).inspect_err(|e| {
-            if *e == EADDRINUSE {
-                pr_info!(
-                    "UDP port 4791 is taken in the namespace of {} (another RoCE driver?)\n",
-                    ndev.name()
-                );
+        Transport::Roce => Some(glue::net::NetNsSockets::attach(ndev).map_err(|e| {
+            if e == EADDRINUSE {
+                refuse!(
+                    e,
+                    "UDP port 4791 is taken in the namespace of {} (rdma_rxe or another RoCE driver has a device there); cannot add {}\n",
+                    ndev.name(),
+                    name.to_str().unwrap_or("?")
+                )
+            } else {
+                e
             }
         })?),
         Transport::Iwarp => None,
@@ -158,10 +163,12 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
     };
     if let Err(e) = claimed {
         if e == EEXIST {
-            pr_info!(
-                "{} already has a softrnic_{} device\n",
+            refuse!(
+                e,
+                "{} already has a softrnic_{} device; cannot add {}\n",
                 ndev.name(),
-                transport.name()
+                transport.name(),
+                name.to_str().unwrap_or("?")
             );
         }
         dev.dealloc_unregistered();

@@ -176,15 +176,24 @@ test_bad_link_add_duplicate_name() {
     veth_pair ve0 ve1
     err=$(rdma link add sr0 type softrnic_roce netdev ve0 2>&1) && fail "duplicate name accepted"
     [ -n "$err" ] || fail "no error message"
+    dmesg -c > /dev/null
     err=$(rdma link add sr9 type softrnic_roce netdev vd0 2>&1) && fail "second RoCE device on one netdev accepted"
     ip link del ve0
+    # The kernel log says why (rate-limited).
+    dmesg | grep -q "vd0 already has a softrnic_roce device; cannot add sr9" ||
+        fail "no reason in the kernel log: $(dmesg | tail -n 2)"
 }
 
 test_bad_link_add_loopback() {
+    dmesg -c > /dev/null
     err=$(rdma link add lo0 type softrnic_roce netdev lo 2>&1) && fail "loopback accepted"
     [ -n "$err" ] || fail "no error message"
     err=$(rdma link add lo1 type softrnic_iwarp netdev lo 2>&1) && fail "loopback accepted (iwarp)"
     [ ! -e /sys/class/infiniband/lo0 ] || fail "device created"
+    for d in lo0 lo1; do
+        dmesg | grep -q "lo is not an Ethernet device .*; cannot add $d" ||
+            fail "no reason for $d in the kernel log: $(dmesg | tail -n 2)"
+    done
 }
 
 # A process holding a user context open on DEV until killed.

@@ -14,12 +14,14 @@
 use kernel::prelude::*;
 
 /// Refuse a verb: say why in the kernel log (rate-limited: at most 10
-/// lines in 5 s) and evaluate to `err`.  For the refusals a user can act
+/// lines in 5 s from each place that refuses) and evaluate to `err`.  For the refusals a user can act
 /// on (an argument out of range, a missing capability), not for flow
 /// control (a full queue).
 macro_rules! refuse {
     ($err:expr, $($fmt:tt)*) => {{
-        if $crate::glue::refusal_ratelimit() {
+        // (One limit per place: a flood of one refusal hides no other.)
+        static LIMIT: $crate::glue::RateLimit = $crate::glue::RateLimit::new();
+        if LIMIT.allow() {
             kernel::pr_info!($($fmt)*);
         }
         $err

@@ -25,7 +25,7 @@ mod verbs_ops;
 pub(crate) use verbs_ops::device_fatal;
 
 use core::ptr::{addr_of_mut, NonNull};
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::ffi;
 use kernel::prelude::*;
@@ -413,10 +413,42 @@ impl Drop for HeldNetDevice {
     }
 }
 
-/// Whether a refusal may be logged now (at most 10 in 5 s; `refused!`).
-pub(crate) fn refusal_ratelimit() -> bool {
-    // SAFETY: plain call; the ratelimit state is the shim's static.
-    unsafe { bindings::softrnic_refusal_ratelimit() }
+/// A rate limit for log lines, one per place that logs (`refuse!`), as
+/// the kernel's printk_ratelimited keeps one per call site: a caller that
+/// loops on one refused verb must not flood the log, nor hide the reason
+/// for another.  At most `BURST` lines in `WINDOW_MS`; lock-free (racing
+/// callers may let a line or two more through).
+pub(crate) struct RateLimit {
+    start_ms: AtomicU64,
+    count: AtomicU32,
+}
+
+impl RateLimit {
+    const BURST: u32 = 10;
+    const WINDOW_MS: u64 = 5000;
+
+    pub(crate) const fn new() -> RateLimit {
+        RateLimit {
+            start_ms: AtomicU64::new(0),
+            count: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether a line may be logged now.
+    pub(crate) fn allow(&self) -> bool {
+        // SAFETY: plain call.
+        let now = unsafe { bindings::softrnic_now_ms() };
+        let start = self.start_ms.load(Ordering::Relaxed);
+        if now.wrapping_sub(start) >= Self::WINDOW_MS
+            && self
+                .start_ms
+                .compare_exchange(start, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.count.store(0, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed) < Self::BURST
+    }
 }
 
 /// The kernel's page size.

@@ -28,12 +28,21 @@ pub(super) unsafe extern "C" fn fill_res_qp_entry(
             n += 1;
         }
     });
-    for (name, v) in &items[..n] {
+    // SAFETY: `msg` is the message being built.
+    let nest = unsafe { b::softrnic_nl_driver_nest(msg) };
+    if nest.is_null() {
+        return EMSGSIZE.to_errno();
+    }
+    let ok = items[..n].iter().all(|(name, v)| {
         // SAFETY: `msg` is the message being built; `name` is a static,
         // NUL-terminated string.
-        if unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), *v) } != 0 {
-            return EMSGSIZE.to_errno();
-        }
+        unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), *v) == 0 }
+    });
+    // SAFETY: the nest opened above, in the same message.
+    unsafe { b::softrnic_nl_nest_end(msg, nest, ok) };
+    if ok {
+        0
+    } else {
+        EMSGSIZE.to_errno()
     }
-    0
 }

@@ -120,13 +120,26 @@ struct module *softrnic_this_module(void)
 	return THIS_MODULE;
 }
 
-/* Refused verbs are logged at most 10 times in 5 s (a looping caller must
- * not flood the log). */
-bool softrnic_refusal_ratelimit(void)
+/* The nest a driver's restrack details go in: nldev and rdma(8) read them
+ * there (RDMA_NLDEV_ATTR_DRIVER), and ignore them anywhere else. */
+struct nlattr *softrnic_nl_driver_nest(struct sk_buff *msg)
 {
-	static DEFINE_RATELIMIT_STATE(rs, 5 * HZ, 10);
+	return nla_nest_start_noflag(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
 
-	return __ratelimit(&rs);
+/* Close the nest (`ok`), or take it and what is in it back out. */
+void softrnic_nl_nest_end(struct sk_buff *msg, struct nlattr *nest, bool ok)
+{
+	if (ok)
+		nla_nest_end(msg, nest);
+	else
+		nla_nest_cancel(msg, nest);
+}
+
+/* Milliseconds since boot (jiffies' clock): refusals' rate limits. */
+u64 softrnic_now_ms(void)
+{
+	return jiffies64_to_msecs(get_jiffies_64());
 }
 
 bool softrnic_netdev_registered(const struct net_device *ndev)

@@ -42,7 +42,9 @@ const char *softrnic_transport_name(struct ib_device *ibdev);
 /* Implemented in C (glue/shim.c). */
 int softrnic_shim_register(void);
 struct module *softrnic_this_module(void);
-bool softrnic_refusal_ratelimit(void);
+u64 softrnic_now_ms(void);
+struct nlattr *softrnic_nl_driver_nest(struct sk_buff *msg);
+void softrnic_nl_nest_end(struct sk_buff *msg, struct nlattr *nest, bool ok);
 bool softrnic_netdev_registered(const struct net_device *ndev);
 void softrnic_shim_unregister(void);
 struct ib_device *softrnic_alloc_ib_device(size_t size);

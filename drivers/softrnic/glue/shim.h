@@ -70,18 +70,26 @@ size_t softrnic_udata_outlen(const struct ib_udata *udata);
 /*
  * Verbs-object helpers (glue/verbs_shim.c).
  *
- * A softrnic_ref is the liveness count of an object that can be found by key
- * (QP number, MR/MW key, AH number): lookups take a reference under the table
- * lock only while the count is non-zero, and destroy waits for the last one.
+ * A softrnic_handle is what a key table holds for an object that can be
+ * found by key (QP number, MR/MW key): the object's liveness count and a
+ * pointer to it.  Lookups run under RCU, without the table's lock, and take
+ * a reference only while the count is non-zero.  Destroy removes the entry,
+ * drops the creator's reference and waits for the last one; the object's
+ * memory may then go at once (no lookup reaches it without a reference),
+ * and the handle goes after an RCU grace period (a lookup that found it
+ * before the removal may still read its count).  Tables of objects without
+ * a handle (AHs) are read by copy under the lock.
  */
-struct softrnic_ref {
+struct softrnic_handle {
 	refcount_t count;
 	struct completion done;
+	void *obj;
+	struct rcu_head rcu;
 };
 
-void softrnic_ref_init(struct softrnic_ref *ref);
-void softrnic_ref_put(struct softrnic_ref *ref);
-void softrnic_ref_drain(struct softrnic_ref *ref);
+struct softrnic_handle *softrnic_handle_new(void);
+void softrnic_handle_put(struct softrnic_handle *h);
+void softrnic_handle_drain(struct softrnic_handle *h);
 
 void softrnic_table_init(struct xarray *xa);
 void softrnic_table_destroy(struct xarray *xa);
@@ -89,12 +97,15 @@ int softrnic_table_reserve(struct xarray *xa, u32 *index, u32 min, u32 max,
 			   u32 *next, bool atomic);
 int softrnic_table_reserve_at(struct xarray *xa, u32 index);
 void softrnic_table_publish(struct xarray *xa, u32 index, void *entry);
+void softrnic_table_publish_handle(struct xarray *xa, u32 index,
+				   struct softrnic_handle *h, void *obj);
 bool softrnic_table_write(struct xarray *xa, u32 index, const void *src,
 			  size_t offset, size_t len);
 bool softrnic_table_copy(struct xarray *xa, u32 index, void *dst,
 			 size_t offset, size_t len);
 void softrnic_table_erase(struct xarray *xa, u32 index);
-void *softrnic_table_get(struct xarray *xa, u32 index, size_t ref_offset);
+void *softrnic_table_get(struct xarray *xa, u32 index,
+			 struct softrnic_handle **h);
 
 struct ib_udata *softrnic_bundle_udata(struct uverbs_attr_bundle *attrs);
 struct ib_ucontext *softrnic_udata_ucontext(struct ib_udata *udata);

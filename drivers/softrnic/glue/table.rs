@@ -2,9 +2,11 @@
 //! Key tables: xarrays from a number (QP number, MR/MW key index, AH number)
 //! to an object, with O(1) lookups that are safe against a concurrent destroy.
 //!
-//! An object found through a table carries a `softrnic_ref`; a lookup takes a
-//! reference only while the object is alive, and destroy first removes the
-//! entry, then drains the references (`Ref::drain`) before its memory goes.
+//! An object found by key (`Keyed`) owns a handle (`Ref`): the table holds
+//! the handle, a lookup takes a reference on it under RCU, with no lock, only
+//! while the object is alive, and destroy first removes the entry, then
+//! drains the references (`Ref::drain`) before the object's memory goes.
+//! Other tables (AHs) are read by copy under the table's lock.
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
@@ -14,37 +16,47 @@ use kernel::prelude::*;
 use super::bindings as b;
 use super::check;
 
-/// A liveness count embedded in a table object.
+/// The handle of a table object: its liveness count (see the module).
 #[repr(transparent)]
-pub(crate) struct Ref(UnsafeCell<b::softrnic_ref>);
+pub(crate) struct Ref(UnsafeCell<*mut b::softrnic_handle>);
 
-// SAFETY: the count and completion are used only through the kernel's
-// thread-safe refcount and completion APIs.
+// SAFETY: the handle is used only through the kernel's thread-safe
+// refcount, completion and RCU APIs; the pointer is written once, in `init`.
 unsafe impl Sync for Ref {}
 // SAFETY: as above.
 unsafe impl Send for Ref {}
 
 impl Ref {
-    /// Start at one reference (the creator's).
+    /// Allocate the handle, holding one reference (the creator's).
     ///
     /// # Safety
-    /// `this` points to writable memory for a `Ref` that nothing else uses yet.
-    pub(crate) unsafe fn init(this: *mut Ref) {
-        // SAFETY: per the contract; the shim sets the count and completion.
-        unsafe { b::softrnic_ref_init(this.cast()) }
+    /// `this` points to writable memory for a `Ref` that nothing else uses
+    /// yet; once this succeeds, `drain` must run exactly once.
+    pub(crate) unsafe fn init(this: *mut Ref) -> Result {
+        // SAFETY: allocates a handle (may sleep: callers are create verbs).
+        let h = unsafe { b::softrnic_handle_new() };
+        if h.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: per the contract.
+        unsafe { this.write(Ref(UnsafeCell::new(h))) };
+        Ok(())
     }
 
-    /// Drop the creator's reference and wait for every lookup to finish.
-    /// Call only after the object was removed from its table.
-    pub(crate) fn drain(&self) {
-        // SAFETY: initialised by `init`; may sleep (callers are in process
-        // context: destroy verbs).
-        unsafe { b::softrnic_ref_drain(self.0.get()) }
+    /// Drop the creator's reference, wait for every lookup to let go, then
+    /// free the handle (after an RCU grace period).
+    ///
+    /// # Safety
+    /// `init` succeeded; the object is out of its table (or never went
+    /// in); called once.  May sleep.
+    pub(crate) unsafe fn drain(&self) {
+        // SAFETY: per the contract.
+        unsafe { b::softrnic_handle_drain(self.handle()) }
     }
 
-    fn put(&self) {
-        // SAFETY: initialised by `init`; balances a successful lookup.
-        unsafe { b::softrnic_ref_put(self.0.get()) }
+    fn handle(&self) -> *mut b::softrnic_handle {
+        // SAFETY: written once in `init`, before the object is shared.
+        unsafe { *self.0.get() }
     }
 }
 
@@ -72,7 +84,7 @@ unsafe impl<T: Sync> Sync for Table<T> {}
 unsafe impl<T: Sync> Send for Table<T> {}
 
 /// A counted reference to a table object; dropped → reference released.
-pub(crate) struct Found<T: Keyed>(NonNull<T>);
+pub(crate) struct Found<T: Keyed>(NonNull<T>, NonNull<b::softrnic_handle>);
 
 impl<T: Keyed> core::ops::Deref for Found<T> {
     type Target = T;
@@ -84,16 +96,9 @@ impl<T: Keyed> core::ops::Deref for Found<T> {
 
 impl<T: Keyed> Drop for Found<T> {
     fn drop(&mut self) {
-        // SAFETY: REF_OFFSET locates the object's initialised Ref (trait contract).
-        let r = unsafe {
-            &*self
-                .0
-                .as_ptr()
-                .cast::<u8>()
-                .add(T::REF_OFFSET)
-                .cast::<Ref>()
-        };
-        r.put();
+        // SAFETY: balances the reference `Table::get` took on this handle,
+        // which that reference keeps alive.
+        unsafe { b::softrnic_handle_put(self.1.as_ptr()) }
     }
 }
 
@@ -136,12 +141,13 @@ impl<T> Table<T> {
         check(unsafe { b::softrnic_table_reserve_at(self.xa.get(), index) })
     }
 
-    /// Make `obj` findable at the `index` reserved for it.
+    /// Make `obj` findable at the `index` reserved for it, for `read` and
+    /// `write` (objects without a handle).
     ///
     /// # Safety
     /// `obj` is fully initialised and stays valid until it is erased from
-    /// the table (and, for `Keyed` objects, drained).
-    pub(crate) unsafe fn publish(&self, index: u32, obj: *const T) {
+    /// the table; `T` is not `Keyed` (whose tables hold handles: `publish`).
+    pub(crate) unsafe fn publish_plain(&self, index: u32, obj: *const T) {
         // SAFETY: initialised xarray; the slot was reserved, so storing
         // needs no allocation.
         unsafe { b::softrnic_table_publish(self.xa.get(), index, obj as *mut _) }
@@ -203,10 +209,27 @@ impl<T> Table<T> {
 }
 
 impl<T: Keyed> Table<T> {
+    /// Make `obj` findable at the `index` reserved for it, through its
+    /// handle.
+    ///
+    /// # Safety
+    /// `obj` is fully initialised (its `Ref` too) and stays valid until it
+    /// is erased from the table and drained.
+    pub(crate) unsafe fn publish(&self, index: u32, obj: *const T) {
+        // SAFETY: REF_OFFSET locates the object's initialised Ref (trait
+        // contract).
+        let r = unsafe { &*obj.cast::<u8>().add(T::REF_OFFSET).cast::<Ref>() };
+        // SAFETY: initialised xarray; the slot was reserved (no allocation);
+        // the handle and object are valid per the contract.
+        unsafe { b::softrnic_table_publish_handle(self.xa.get(), index, r.handle(), obj as *mut _) }
+    }
+
     /// The live object at `index`, with a reference held.
     pub(crate) fn get(&self, index: u32) -> Option<Found<T>> {
-        // SAFETY: initialised xarray; entries are `T`s with a Ref at REF_OFFSET.
-        let p = unsafe { b::softrnic_table_get(self.xa.get(), index, T::REF_OFFSET) };
-        NonNull::new(p.cast::<T>()).map(Found)
+        let mut h = core::ptr::null_mut();
+        // SAFETY: initialised xarray whose entries are handles of `T`s
+        // (`publish`); the shim takes a reference or returns NULL.
+        let p = unsafe { b::softrnic_table_get(self.xa.get(), index, &mut h) };
+        Some(Found(NonNull::new(p.cast::<T>())?, NonNull::new(h)?))
     }
 }

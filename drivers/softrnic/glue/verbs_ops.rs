@@ -422,7 +422,7 @@ pub(super) unsafe extern "C" fn create_ah(
             return Err(e);
         }
         // SAFETY: fully built; valid until destroy_ah erases it.
-        unsafe { d.verbs().ahs.publish(num, p) };
+        unsafe { d.verbs().ahs.publish_plain(num, p) };
         Ok(())
     })();
     errno(result)
@@ -754,13 +754,18 @@ pub(super) unsafe extern "C" fn create_qp(
             }
         };
         let p = ibqp.cast::<Qp>();
+        // SAFETY: our QP memory (zeroed by ib_core, never moved), not yet
+        // published; drained in destroy_qp (or below on failure).
+        if let Err(e) = unsafe { Ref::init(addr_of_mut!((*p).r)) } {
+            d.verbs().qps.erase(qpn);
+            d.verbs().uncharge(Kind::Qp);
+            return Err(e);
+        }
         let (sq_info, rq_info) = (queues.inner.sq_info(), queues.inner.rq_info());
         let caps = queues.caps;
-        // SAFETY: our QP memory (zeroed by ib_core, never moved), not yet
-        // published: each Rust field is written once; `inner` is dropped in
-        // destroy_qp (or below on failure).
+        // SAFETY: as above: each Rust field is written once; `inner` is
+        // dropped in destroy_qp (or below on failure).
         unsafe {
-            Ref::init(addr_of_mut!((*p).r));
             addr_of_mut!((*p).ty).write(ty);
             addr_of_mut!((*p).user).write(!udata.is_null());
             addr_of_mut!((*p).transport).write(transport);
@@ -796,7 +801,10 @@ pub(super) unsafe extern "C" fn create_qp(
         ) {
             d.verbs().qps.erase(qpn);
             // SAFETY: initialised above and never published.
-            unsafe { core::ptr::drop_in_place(addr_of_mut!((*p).inner)) };
+            unsafe {
+                (*p).r.drain();
+                core::ptr::drop_in_place(addr_of_mut!((*p).inner));
+            }
             d.verbs().uncharge(Kind::Qp);
             return Err(e);
         }
@@ -1393,12 +1401,23 @@ fn new_mr(d: &IbDevice, pd: *mut b::ib_pd, mut state: MrState) -> Result<*mut b:
     let key = mr::make_key(index);
     state.key = key;
     let (iova, length) = (state.iova, state.length);
-    // SAFETY: `p` is a fresh allocation for an Mr: zero it (a valid ib_mr),
-    // then initialise every field before it is published.  ib_core sets the
-    // same `pd` after we return; setting it first keeps lookups consistent.
-    unsafe {
+    // SAFETY: `p` is a fresh allocation for an Mr: zero it (a valid ib_mr)
+    // and give it its handle.
+    let r = unsafe {
         core::ptr::write_bytes(p, 0, 1);
-        Ref::init(addr_of_mut!((*p).r));
+        Ref::init(addr_of_mut!((*p).r))
+    };
+    if let Err(e) = r {
+        // SAFETY: nothing but zeroes was written: free the allocation.
+        drop(unsafe { KBox::from_raw(p.cast::<core::mem::MaybeUninit<Mr>>()) });
+        d.verbs().mrs.erase(index);
+        d.verbs().uncharge(Kind::Mr);
+        return Err(e);
+    }
+    // SAFETY: initialise every other field before it is published.  ib_core
+    // sets the same `pd` after we return; setting it first keeps lookups
+    // consistent.
+    unsafe {
         (*p).index = index;
         (*(*p).ib.as_ptr()).pd = pd;
         (*(*p).ib.as_ptr()).lkey = key;
@@ -1669,11 +1688,17 @@ pub(super) unsafe extern "C" fn alloc_mw(
         };
         let rkey = mr::make_key(index);
         let p = ibmw.cast::<Mw>();
-        // SAFETY: our MW memory (zeroed, pinned, ib_core set `pd` and `type`);
-        // the Rust fields are initialised once, then the MW is published,
-        // valid until dealloc_mw erases it and drains its references.
+        // SAFETY: our MW memory (zeroed, pinned, ib_core set `pd` and
+        // `type`), not yet published; drained in dealloc_mw.
+        if let Err(e) = unsafe { Ref::init(addr_of_mut!((*p).r)) } {
+            d.verbs().mws.erase(index);
+            d.verbs().uncharge(Kind::Mw);
+            return Err(e);
+        }
+        // SAFETY: as above; the Rust fields are initialised once, then the
+        // MW is published, valid until dealloc_mw erases it and drains its
+        // references.
         unsafe {
-            Ref::init(addr_of_mut!((*p).r));
             (*p).index = index;
             (*(*p).ib.as_ptr()).rkey = rkey;
             pin_init::raw_init(addr_of_mut!((*p).inner), mr::new_mw_inner(rkey));

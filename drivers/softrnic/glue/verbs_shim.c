@@ -6,23 +6,33 @@
  */
 #include "shim.h"
 
-void softrnic_ref_init(struct softrnic_ref *ref)
+/* A handle holding the creator's reference (published later). */
+struct softrnic_handle *softrnic_handle_new(void)
 {
-	refcount_set(&ref->count, 1);
-	init_completion(&ref->done);
+	struct softrnic_handle *h = kzalloc(sizeof(*h), GFP_KERNEL);
+
+	if (h) {
+		refcount_set(&h->count, 1);
+		init_completion(&h->done);
+	}
+	return h;
 }
 
-void softrnic_ref_put(struct softrnic_ref *ref)
+void softrnic_handle_put(struct softrnic_handle *h)
 {
-	if (refcount_dec_and_test(&ref->count))
-		complete(&ref->done);
+	if (refcount_dec_and_test(&h->count))
+		complete(&h->done);
 }
 
-/* Drop the creator's reference and wait until every lookup has let go. */
-void softrnic_ref_drain(struct softrnic_ref *ref)
+/*
+ * Drop the creator's reference, wait until every lookup has let go, and free
+ * the handle once no RCU reader can still be looking at it.
+ */
+void softrnic_handle_drain(struct softrnic_handle *h)
 {
-	softrnic_ref_put(ref);
-	wait_for_completion(&ref->done);
+	softrnic_handle_put(h);
+	wait_for_completion(&h->done);
+	kfree_rcu(h, rcu);
 }
 
 /* Tables are looked up from any context (the engines run in softirq). */
@@ -86,26 +96,34 @@ void softrnic_table_erase(struct xarray *xa, u32 index)
 	xa_unlock_irqrestore(xa, flags);
 }
 
-/*
- * The entry at @index with a reference taken on the softrnic_ref found
- * @ref_offset bytes into it, or NULL when there is none or it is being
- * destroyed.
- */
-void *softrnic_table_get(struct xarray *xa, u32 index, size_t ref_offset)
+/* Make @obj findable at @index through its handle @h. */
+void softrnic_table_publish_handle(struct xarray *xa, u32 index,
+				   struct softrnic_handle *h, void *obj)
 {
-	unsigned long flags;
-	void *entry;
+	h->obj = obj;
+	/* (The store orders h->obj before the entry for RCU readers.) */
+	softrnic_table_publish(xa, index, h);
+}
 
-	xa_lock_irqsave(xa, flags);
-	entry = xa_load(xa, index);
-	if (entry) {
-		struct softrnic_ref *ref = entry + ref_offset;
+/*
+ * The object at @index with a reference taken on its handle (in *@hp), or
+ * NULL when there is none or it is being destroyed.  Lock-free: RCU keeps
+ * the handle readable, its count keeps the object alive.
+ */
+void *softrnic_table_get(struct xarray *xa, u32 index,
+			 struct softrnic_handle **hp)
+{
+	struct softrnic_handle *h;
+	void *obj = NULL;
 
-		if (!refcount_inc_not_zero(&ref->count))
-			entry = NULL;
+	rcu_read_lock();
+	h = xa_load(xa, index);
+	if (h && refcount_inc_not_zero(&h->count)) {
+		obj = h->obj;
+		*hp = h;
 	}
-	xa_unlock_irqrestore(xa, flags);
-	return entry;
+	rcu_read_unlock();
+	return obj;
 }
 
 /* Copy @len bytes at @offset of the entry at @index, under the table lock. */

@@ -156,8 +156,9 @@ pub const WR_LOCAL_INV: u32 = 7;
 pub const WR_BIND_MW: u32 = 8;
 pub const WR_SEND_WITH_INV: u32 = 9;
 /// Kernel only (ib_wr_opcode IB_WR_RDMA_READ_WITH_INV): an RDMA READ that
-/// invalidates the local key `ex` once its data has landed (iWARP's
-/// "Read with local invalidate", which rdma_rw uses on iWARP devices).
+/// invalidates its sink's key, which post_send puts in `ex`, once its data
+/// has landed (RNICPI's RDMA Read with local invalidate; rdma_rw uses it
+/// on iWARP devices).
 pub const WR_RDMA_READ_WITH_INV: u32 = 11;
 /// Kernel only (ib_wr_opcode IB_WR_REG_MR): fast-register an MR.
 pub const WR_REG_MR: u32 = 0x20;

@@ -106,12 +106,13 @@ pub(crate) fn exit() {
 /// `rdma link add NAME type softrnic_{roce,iwarp} netdev NDEV`.
 pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Result {
     // (Refusals say why, rate-limited: `refuse!`.)
+    let link = name.to_str().unwrap_or("?");
     if !ndev.is_ethernet() {
         return Err(refuse!(
             EINVAL,
             "{} is not an Ethernet device (a loopback or tunnel carries no RoCE or iWARP link; a veth pair does); cannot add {}\n",
             ndev.name(),
-            name.to_str().unwrap_or("?")
+            link
         ));
     }
     let netdev_id = ndev.id();
@@ -122,7 +123,7 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
                     e,
                     "UDP port 4791 is taken in the namespace of {} (rdma_rxe or another RoCE driver has a device there); cannot add {}\n",
                     ndev.name(),
-                    name.to_str().unwrap_or("?")
+                    link
                 )
             } else {
                 e
@@ -168,7 +169,7 @@ pub(crate) fn newlink(transport: Transport, name: &CStr, ndev: &NetDevice) -> Re
                 "{} already has a softrnic_{} device; cannot add {}\n",
                 ndev.name(),
                 transport.name(),
-                name.to_str().unwrap_or("?")
+                link
             );
         }
         dev.dealloc_unregistered();

@@ -18,7 +18,7 @@ use super::check;
 
 /// The handle of a table object: its liveness count (see the module).
 #[repr(transparent)]
-pub(crate) struct Ref(UnsafeCell<*mut b::softrnic_handle>);
+pub(crate) struct Ref(*mut b::softrnic_handle);
 
 // SAFETY: the handle is used only through the kernel's thread-safe
 // refcount, completion and RCU APIs; the pointer is written once, in `init`.
@@ -39,7 +39,7 @@ impl Ref {
             return Err(ENOMEM);
         }
         // SAFETY: per the contract.
-        unsafe { this.write(Ref(UnsafeCell::new(h))) };
+        unsafe { this.write(Ref(h)) };
         Ok(())
     }
 
@@ -55,8 +55,7 @@ impl Ref {
     }
 
     fn handle(&self) -> *mut b::softrnic_handle {
-        // SAFETY: written once in `init`, before the object is shared.
-        unsafe { *self.0.get() }
+        self.0
     }
 }
 

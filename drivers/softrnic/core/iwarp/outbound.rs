@@ -96,8 +96,9 @@ pub(crate) trait OutboundIo {
     /// The stream position after everything queued so far (bytes since
     /// the stream began, as `taken` counts them).
     fn position(&self) -> u64;
-    /// The WQE in slot `index` (the head) is done with `status`.
-    fn complete(&mut self, index: u32, status: u8);
+    /// The WQE in slot `index` (the head) is done with `status`; `len`
+    /// is its message length as `prepare` gave it.
+    fn complete(&mut self, index: u32, status: u8, len: u32);
     /// The oldest answer owed to the peer, if any (not yet taken).
     fn next_answer(&mut self) -> Option<Answer>;
     /// That answer went out whole.
@@ -152,6 +153,15 @@ pub(crate) struct Slot {
     /// A confirming READ went out right after this slot's message and is
     /// not answered yet.
     pub(crate) confirming: bool,
+}
+
+/// A WQE done at the head of the send queue (`Outbound::take_done`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Done {
+    pub(crate) index: u32,
+    pub(crate) status: u8,
+    /// Its message length, as `prepare` gave it.
+    pub(crate) len: u32,
 }
 
 /// The outbound state of one stream.
@@ -283,7 +293,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
 
     /// The oldest WQE if it is done (its index and status), taken off:
     /// for completing what is done before a flush, with no `emit` to come.
-    pub(crate) fn take_done(&mut self) -> Option<(u32, u8)> {
+    pub(crate) fn take_done(&mut self) -> Option<Done> {
         if self.head == self.next {
             return None;
         }
@@ -293,7 +303,11 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
             return None;
         }
         self.head = h.wrapping_add(1);
-        Some((h, s.status))
+        Some(Done {
+            index: h,
+            status: s.status,
+            len: s.wqe.len,
+        })
     }
 
     /// The socket has taken the stream up to `position`: the SENDs and
@@ -364,8 +378,8 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
 
     /// Complete done WQEs from the head, in order.
     fn retire(&mut self, io: &mut impl OutboundIo) {
-        while let Some((h, status)) = self.take_done() {
-            io.complete(h, status);
+        while let Some(d) = self.take_done() {
+            io.complete(d.index, d.status, d.len);
         }
     }
 

@@ -472,15 +472,16 @@ impl InboundIo for InIo<'_> {
         if t.cause.layer != 0 || t.cause.etype != 1 || !self.out.read_refused() {
             return;
         }
-        while let Some((index, status)) = self.out.take_done() {
-            let Some(wqe) = self.sq.read::<SendWqe>(index, 0) else {
+        while let Some(d) = self.out.take_done() {
+            let Some(wqe) = self.sq.read::<SendWqe>(d.index, 0) else {
                 break;
             };
             let t = Track {
                 wqe,
+                len: d.len,
                 ..Track::default()
             };
-            self.sendq().complete(index, &t, status);
+            self.sendq().complete(d.index, &t, d.status);
         }
     }
 }
@@ -639,9 +640,8 @@ impl OutboundIo for OutIo<'_> {
         Ok(())
     }
 
-    fn complete(&mut self, index: u32, status: u8) {
+    fn complete(&mut self, index: u32, status: u8, len: u32) {
         let Some(wqe) = self.wqe(index) else { return };
-        let len = self.q.prepare(index).map_or(0, |p| p.len);
         let t = Track {
             wqe,
             len,

@@ -235,7 +235,7 @@ impl OutboundIo for OutIo<'_> {
         }
         Ok(())
     }
-    fn complete(&mut self, index: u32, status: u8) {
+    fn complete(&mut self, index: u32, status: u8, _len: u32) {
         self.done.push((index, status));
     }
     fn next_answer(&mut self) -> Option<Answer> {

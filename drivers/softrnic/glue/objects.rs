@@ -10,8 +10,8 @@ use core::ptr::NonNull;
 use kernel::types::Opaque;
 
 use super::bindings as b;
-use super::table::Keyed;
 use super::table::Table;
+use super::table::{Keyed, Plain};
 use super::IbDevice;
 use crate::verbs::mr::{Mr, Mw};
 use crate::verbs::qp::Qp;
@@ -167,6 +167,9 @@ unsafe impl Keyed for Mw {
 unsafe impl Sync for Mw {}
 // SAFETY: as for Mr.
 unsafe impl Send for Mw {}
+// SAFETY: an AH has no `Ref` and is not `Keyed`: the AH table holds the
+// AH itself, copied out under the table's lock.
+unsafe impl Plain for ah::Ah {}
 
 // The device's object tables: set up and torn down by glue with the device,
 // and read by AH number for UD work requests.

@@ -68,6 +68,14 @@ pub(crate) unsafe trait Keyed {
     const REF_OFFSET: usize;
 }
 
+/// An object whose table entry is the object itself (no handle), read and
+/// written by copy under the table's lock.
+///
+/// # Safety
+/// `Self` is not `Keyed`: a keyed table's entries are handles, which
+/// `read` and `write` would take for the object.
+pub(crate) unsafe trait Plain {}
+
 /// An xarray of objects of type `T`, embedded in the device.
 #[repr(C)]
 pub(crate) struct Table<T> {
@@ -140,22 +148,24 @@ impl<T> Table<T> {
         check(unsafe { b::softrnic_table_reserve_at(self.xa.get(), index) })
     }
 
-    /// Make `obj` findable at the `index` reserved for it, for `read` and
-    /// `write` (objects without a handle).
-    ///
-    /// # Safety
-    /// `obj` is fully initialised and stays valid until it is erased from
-    /// the table; `T` is not `Keyed` (whose tables hold handles: `publish`).
-    pub(crate) unsafe fn publish_plain(&self, index: u32, obj: *const T) {
-        // SAFETY: initialised xarray; the slot was reserved, so storing
-        // needs no allocation.
-        unsafe { b::softrnic_table_publish(self.xa.get(), index, obj as *mut _) }
-    }
-
     /// Remove the object (or reservation) at `index`.
     pub(crate) fn erase(&self, index: u32) {
         // SAFETY: initialised xarray.
         unsafe { b::softrnic_table_erase(self.xa.get(), index) }
+    }
+}
+
+impl<T: Plain> Table<T> {
+    /// Make `obj` findable at the `index` reserved for it, for `read` and
+    /// `write`.
+    ///
+    /// # Safety
+    /// `obj` is fully initialised and stays valid until it is erased from
+    /// the table.
+    pub(crate) unsafe fn publish_plain(&self, index: u32, obj: *const T) {
+        // SAFETY: initialised xarray; the slot was reserved, so storing
+        // needs no allocation.
+        unsafe { b::softrnic_table_publish(self.xa.get(), index, obj as *mut _) }
     }
 
     /// A copy of the `V` found `offset` bytes into the object at `index`,
@@ -180,9 +190,7 @@ impl<T> Table<T> {
         // SAFETY: `found` means all bytes of `out` were written from a `V`.
         found.then(|| unsafe { out.assume_init() })
     }
-}
 
-impl<T> Table<T> {
     /// Overwrite the `V` found `offset` bytes into the object at `index`,
     /// under the table lock (the counterpart of `read`).
     ///

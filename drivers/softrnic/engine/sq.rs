@@ -68,6 +68,7 @@ impl SendQueue<'_> {
             fence: w.send_flags & abi::SEND_FENCE != 0,
             solicited: w.send_flags & abi::SEND_SOLICITED != 0,
             error: 0,
+            early: local_ops::runs_early(w.opcode),
         };
         if local_ops::is_local(w.opcode) {
             return Some(p);

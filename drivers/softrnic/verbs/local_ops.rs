@@ -25,6 +25,14 @@ pub(crate) fn is_local(opcode: u32) -> bool {
     matches!(opcode, abi::WR_BIND_MW | abi::WR_LOCAL_INV | abi::WR_REG_MR)
 }
 
+/// A local operation that may run before the WQEs ahead of it complete:
+/// a fast registration or MW bind makes a key valid that was not (nothing
+/// earlier can use it).  A local invalidate waits: an earlier message
+/// still unacknowledged may need its key to be resent.
+pub(crate) fn runs_early(opcode: u32) -> bool {
+    matches!(opcode, abi::WR_BIND_MW | abi::WR_REG_MR)
+}
+
 /// The QP a local operation runs on: its PD and number.
 pub(crate) struct OnQp {
     pub(crate) pd: usize,

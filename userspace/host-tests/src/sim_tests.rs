@@ -18,7 +18,7 @@ fn show(name: &str, cfg: &Config, r: &Report) {
     println!(
         "sim {name} seed {}: {} packets ({} lost, {} duplicated, {} corrupted, {} reordered), \
          {} requests, {} receives completed, {} retransmits, {} timeouts, {} RNR NAKs, \
-         {} sequence NAKs, {} bad ICRC, {:.3} s simulated",
+         {} sequence NAKs, {} bad ICRC, {} local operations run early, {:.3} s simulated",
         cfg.seed,
         r.packets,
         r.lost,
@@ -32,6 +32,7 @@ fn show(name: &str, cfg: &Config, r: &Report) {
         r.rnr_naks,
         r.seq_naks,
         r.bad_icrc,
+        r.early_locals,
         r.sim_ns as f64 / 1e9
     );
 }
@@ -56,6 +57,11 @@ fn run(name: &str, svc: Service, packets: u64, faults: Faults) -> u64 {
         assert!(
             r.requests > 0 && r.receives > 0,
             "sim {name} seed {seed} did nothing"
+        );
+        // RC runs fast registrations while earlier messages are in flight.
+        assert!(
+            svc != Service::Rc || r.early_locals > 0,
+            "sim {name} seed {seed}: no local operation ran early"
         );
         total += r.packets;
     }

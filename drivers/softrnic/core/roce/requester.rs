@@ -4,7 +4,11 @@
 //! retransmission never depends on what user space writes into the ring
 //! later.  RC keeps WQEs until the completer (`completer.rs`) retires them;
 //! UC and UD complete a WQE once its last packet is sent.  Local operations
-//! and WQEs that failed their checks complete in order, at the head.
+//! and WQEs that failed their checks complete in order, at the head; a
+//! local invalidate also runs there (an earlier message still in flight
+//! may use the key, and may be resent), a fast registration or MW bind as
+//! soon as the requester reaches it (its key is new: nothing before it can
+//! use it), so a chain of REG_MR and SEND does not wait a round trip.
 
 use core::ops::DerefMut;
 
@@ -42,6 +46,8 @@ pub(crate) struct Track<W> {
     pub(crate) sent: bool,
     /// A completion status to report when the WQE reaches the head.
     pub(crate) error: u8,
+    /// A local operation that may run before the head (see the module).
+    pub(crate) early: bool,
 }
 
 impl<W> Track<W> {
@@ -50,6 +56,12 @@ impl<W> Track<W> {
             self.op,
             Some(MsgOp::Read | MsgOp::CmpSwap | MsgOp::FetchAdd)
         )
+    }
+
+    /// A local operation run ahead of the head, awaiting its turn to
+    /// complete (successfully: a failed one keeps its `error`).
+    pub(crate) fn ran_early(&self) -> bool {
+        self.op.is_none() && self.sent && self.error == 0
     }
 
     pub(crate) fn last_psn(&self) -> Psn {
@@ -68,6 +80,9 @@ pub(crate) struct Prepared<W> {
     pub(crate) solicited: bool,
     /// Non-zero: the WQE failed its checks with this completion status.
     pub(crate) error: u8,
+    /// A local operation that names a key no earlier WQE can use (fast
+    /// registration, MW bind): it may run before the head.
+    pub(crate) early: bool,
 }
 
 /// One request packet to build.
@@ -372,6 +387,12 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             fence: w.fence,
             solicited: w.solicited,
             error: w.error,
+            early: w.early,
+            // (Where the next message starts even for a WQE that sends
+            // nothing: `send_point` reads it while the requester waits at
+            // a local operation, and the timer must keep running for the
+            // messages before it.)
+            first_psn: self.next_psn.get(),
             ..Track::default()
         };
         if let (Some(op), 0) = (t.op, t.error) {
@@ -381,7 +402,6 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 t.error = wc::LOC_LEN_ERR;
             } else {
                 t.npkts = Self::packets_of(op, t.len, p.mtu);
-                t.first_psn = self.next_psn.get();
                 self.next_psn = self.next_psn.offset(t.npkts as i32);
             }
         }
@@ -419,9 +439,32 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             }
             let t = self.get(index);
             let Some(op) = t.op.filter(|_| t.error == 0) else {
-                // Local operations and failed WQEs complete in order: wait
-                // for everything before them to complete.
+                if t.ran_early() {
+                    // Run already; reached again after a rewind.
+                    self.next_wqe = self.next_wqe.wrapping_add(1);
+                    self.wqe_pkt = 0;
+                    continue;
+                }
                 if index != self.head {
+                    // RC only: UC and UD complete each WQE as it goes out,
+                    // so a local operation is at the head when reached.
+                    if t.early && t.error == 0 && !t.fence && p.svc == Service::Rc {
+                        let status = io.run_local(&t.wqe);
+                        let mut t2 = t;
+                        t2.sent = true;
+                        if status != wc::SUCCESS {
+                            // Reported (and the QP failed) at the head.
+                            t2.error = status;
+                            self.set(index, t2);
+                            break;
+                        }
+                        self.set(index, t2);
+                        self.next_wqe = self.next_wqe.wrapping_add(1);
+                        self.wqe_pkt = 0;
+                        continue;
+                    }
+                    // The others complete in order: wait for everything
+                    // before them to complete.
                     break;
                 }
                 let status = if t.error != 0 {
@@ -546,9 +589,24 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
     }
 
     /// Complete the WQE at the head with `status`.
+    /// Then complete the local operations behind it that ran early.
     pub(crate) fn retire_head(&mut self, io: &mut impl RequesterIo<W>, t: &Track<W>, status: u8) {
         let index = self.head;
         self.head = self.head.wrapping_add(1);
         io.complete(index, t, status);
+        while self.head != self.fetched {
+            let next = self.get(self.head);
+            if !next.ran_early() {
+                break;
+            }
+            if self.next_wqe == self.head {
+                // Rewound to it: the requester would only skip it.
+                self.next_wqe = self.next_wqe.wrapping_add(1);
+                self.wqe_pkt = 0;
+            }
+            let index = self.head;
+            self.head = self.head.wrapping_add(1);
+            io.complete(index, &next, wc::SUCCESS);
+        }
     }
 }

@@ -35,7 +35,10 @@ pub const BAD_ICRC: usize = crate::roce::COUNTS;
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Wqe {
     pub wr_id: u64,
+    /// `None`: a local operation (it changes no memory the simulation
+    /// checks): a fast registration if `early`, else a local invalidate.
     pub op: Option<MsgOp>,
+    pub early: bool,
     /// The local buffer (source, or sink of a READ/atomic).
     pub laddr: u64,
     pub len: u32,
@@ -122,6 +125,10 @@ pub struct Data {
     pub sent_psns: Vec<Psn>,
     /// Invariant violations seen by the I/O.
     pub faults: Vec<String>,
+    /// The local operations run, in order (their wr_id), until completed.
+    pub local_runs: VecDeque<u64>,
+    /// Local operations run while a WQE before them was not yet complete.
+    pub early_runs: u64,
 }
 
 pub struct Endpoint {
@@ -157,6 +164,8 @@ impl Endpoint {
                 counts: [0; crate::roce::COUNTS + 1],
                 sent_psns: Vec::new(),
                 faults: Vec::new(),
+                local_runs: VecDeque::new(),
+                early_runs: 0,
             },
             req,
             resp,
@@ -406,10 +415,22 @@ impl RequesterIo<Wqe> for Data {
             fence: w.fence,
             solicited: w.solicited,
             error,
+            early: w.op.is_none() && w.early,
         })
     }
 
-    fn run_local(&mut self, _wqe: &Wqe) -> u8 {
+    fn run_local(&mut self, wqe: &Wqe) -> u8 {
+        // (A slot's index is its wr_id: both count the posts.)
+        if wqe.wr_id as u32 != self.sq_cons {
+            if !wqe.early || wqe.fence {
+                self.faults.push(format!(
+                    "wr {}: a local invalidate (or a fenced operation) ran before the WQEs ahead of it completed (head {})",
+                    wqe.wr_id, self.sq_cons
+                ));
+            }
+            self.early_runs += 1;
+        }
+        self.local_runs.push_back(wqe.wr_id);
         wc::SUCCESS
     }
 

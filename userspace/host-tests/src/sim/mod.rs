@@ -168,6 +168,9 @@ pub struct Report {
     pub rnr_naks: u64,
     pub seq_naks: u64,
     pub bad_icrc: u64,
+    /// Local operations (fast registrations) run before the WQEs ahead of
+    /// them completed.
+    pub early_locals: u64,
     pub sim_ns: u64,
     /// A digest of every completion, to show a seed replays exactly.
     pub digest: u64,
@@ -423,6 +426,16 @@ impl World {
             ..Wqe::default()
         };
         let mut orig = 0;
+        // Now and then a local operation instead: a fast registration
+        // (runs when reached) or a local invalidate (waits for the head).
+        if self.rng.ppm(30_000) {
+            w.op = None;
+            w.len = 0;
+            w.early = self.rng.ppm(500_000);
+            self.book[i].posted.push_back(Posted { wqe: w, orig });
+            self.ep[i].post_send(w);
+            return;
+        }
         match op {
             MsgOp::Send | MsgOp::SendImm | MsgOp::SendInv => {
                 let off = self.rng.below(SRC_LEN - u64::from(len) + 1);
@@ -654,6 +667,15 @@ impl World {
         }
         let w = p.wqe;
         let peer = 1 - i;
+        if w.op.is_none() {
+            let ran = self.ep[i].d.local_runs.pop_front();
+            if ran != Some(w.wr_id) {
+                self.fault(format!(
+                    "endpoint {i}: local operation wr {} completed, but the one run next was {ran:?} (not run, or run twice)",
+                    w.wr_id
+                ));
+            }
+        }
         match w.op {
             Some(MsgOp::Write | MsgOp::WriteImm) if self.cfg.svc == Service::Rc => {
                 // Placed by the time the WRITE completes.
@@ -894,6 +916,7 @@ impl World {
             self.report.rnr_naks += c[crate::roce::Count::RnrNakSent as usize];
             self.report.seq_naks += c[crate::roce::Count::SeqNakSent as usize];
             self.report.bad_icrc += c[BAD_ICRC];
+            self.report.early_locals += self.ep[i].d.early_runs;
         }
         if self.cfg.svc == Service::Rc {
             for i in 0..2 {

@@ -27,7 +27,8 @@ pub(crate) fn is_local(opcode: u32) -> bool {
 
 /// A local operation that may run before the WQEs ahead of it complete:
 /// a fast registration or MW bind makes a key valid that was not (nothing
-/// earlier can use it).  A local invalidate waits: an earlier message
+/// earlier can use it), and fails without changing anything (so it can
+/// run again at the head).  A local invalidate waits: an earlier message
 /// still unacknowledged may need its key to be resent.
 pub(crate) fn runs_early(opcode: u32) -> bool {
     matches!(opcode, abi::WR_BIND_MW | abi::WR_REG_MR)

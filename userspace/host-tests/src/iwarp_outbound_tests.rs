@@ -334,6 +334,55 @@ fn local_operations_wait_for_the_head_and_a_corrupt_ring_is_fatal() {
     assert!(emit(&mut machine(), &P, &mut io).fatal);
 }
 
+/// A fast registration (or MW bind) runs as soon as it is reached, and the
+/// READ behind it goes out without waiting for the READ before it; both
+/// complete in order.  A local invalidate, and a registration that fails
+/// away from the head, wait for the head.
+#[test]
+fn a_fast_registration_runs_when_reached_and_completes_in_order() {
+    let reg = OutWqe {
+        early: true,
+        ..OutWqe::default()
+    };
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Read, 4), reg, wqe(MsgOp::Read, 4)],
+        ..Io::default()
+    };
+    let mut m = machine();
+    emit(&mut m, &P, &mut io);
+    assert_eq!(io.locals, [1], "the registration ran at once");
+    assert_eq!(io.emitted.len(), 2, "both READ requests are out");
+    assert!(io.completed.is_empty(), "nothing completes before the head");
+    m.read_answered();
+    emit(&mut m, &P, &mut io);
+    assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
+    m.read_answered();
+    emit(&mut m, &P, &mut io);
+    assert_eq!(io.completed.len(), 3);
+    assert_eq!(io.locals, [1], "run once");
+
+    // Fenced, or an invalidate: at the head only.
+    let fenced = OutWqe {
+        early: true,
+        fence: true,
+        ..OutWqe::default()
+    };
+    for local in [OutWqe::default(), fenced] {
+        let mut io = Io {
+            sq: vec![wqe(MsgOp::Read, 4), local, wqe(MsgOp::Send, 4)],
+            ..Io::default()
+        };
+        let mut m = machine();
+        emit(&mut m, &P, &mut io);
+        assert!(io.locals.is_empty());
+        assert_eq!(io.emitted.len(), 1, "the SEND waits behind it");
+        m.read_answered();
+        emit(&mut m, &P, &mut io);
+        assert_eq!(io.locals, [1]);
+        assert_eq!(io.completed.len(), 3);
+    }
+}
+
 /// A stream bound after local operations ran at the head of the queue
 /// (a bind posted before the connection was up) starts after them: each
 /// WQE runs once (a bind run twice fails: the window's key moved on).

@@ -38,6 +38,9 @@ pub(crate) struct OutWqe {
     pub(crate) solicited: bool,
     /// Non-zero: the WQE failed its checks with this completion status.
     pub(crate) error: u8,
+    /// A local operation that may run before the WQEs ahead of it
+    /// complete (fast registration, MW bind: a key nothing earlier uses).
+    pub(crate) early: bool,
     /// WRITE, READ source, atomics: the peer's buffer.
     pub(crate) remote_stag: u32,
     pub(crate) remote_to: u64,
@@ -562,7 +565,25 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
             // order: once everything before them has.
             let at_head_only = w.op.is_none() || w.error != 0 || !supported(p, w.op);
             if at_head_only && index != self.head {
-                return out;
+                // A fast registration or MW bind runs when reached (a
+                // chain of REG_MR and READ, as rdma_rw posts for every
+                // READ over iWARP, waits for no earlier READ) and
+                // completes in order.  One that fails changed nothing: it
+                // runs again at the head (it may need what an earlier WQE
+                // does on completion, a READ with invalidate freeing the
+                // MR it registers anew).
+                let early = w.op.is_none() && w.error == 0 && w.early && !w.fence;
+                if !early || io.run_local(index) != wc::SUCCESS {
+                    return out;
+                }
+                *self.slot(index) = Slot {
+                    wqe: w,
+                    done: true,
+                    status: wc::SUCCESS,
+                    ..Slot::default()
+                };
+                self.next = index.wrapping_add(1);
+                continue;
             }
             if !at_head_only {
                 if w.fence && self.reads_out > 0 {

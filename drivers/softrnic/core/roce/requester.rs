@@ -58,8 +58,8 @@ impl<W> Track<W> {
         )
     }
 
-    /// A local operation run ahead of the head, awaiting its turn to
-    /// complete (successfully: a failed one keeps its `error`).
+    /// A local operation run ahead of the head (successfully), awaiting
+    /// its turn to complete.
     pub(crate) fn ran_early(&self) -> bool {
         self.op.is_none() && self.sent && self.error == 0
     }
@@ -448,16 +448,18 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 if index != self.head {
                     // RC only: UC and UD complete each WQE as it goes out,
                     // so a local operation is at the head when reached.
-                    if t.early && t.error == 0 && !t.fence && p.svc == Service::Rc {
-                        let status = io.run_local(&t.wqe);
+                    // One that fails (it changed nothing) waits for the
+                    // head and runs again there: it may need what a WQE
+                    // before it does on completion (a READ with invalidate
+                    // frees the MR it registers anew).
+                    if t.early
+                        && t.error == 0
+                        && !t.fence
+                        && p.svc == Service::Rc
+                        && io.run_local(&t.wqe) == wc::SUCCESS
+                    {
                         let mut t2 = t;
                         t2.sent = true;
-                        if status != wc::SUCCESS {
-                            // Reported (and the QP failed) at the head.
-                            t2.error = status;
-                            self.set(index, t2);
-                            break;
-                        }
                         self.set(index, t2);
                         self.next_wqe = self.next_wqe.wrapping_add(1);
                         self.wqe_pkt = 0;

@@ -578,6 +578,7 @@ impl OutboundIo for OutIo<'_> {
             fence: p.fence,
             solicited: p.solicited,
             error: p.error,
+            early: p.early,
             remote_stag: w.rkey,
             remote_to: w.remote_addr,
             sink_stag,

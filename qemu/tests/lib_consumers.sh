@@ -94,9 +94,20 @@ ns_dev() { # ns_dev NSID: the block device of namespace NSID of $NQN
     done
     return 1
 }
+# stall_counters DEV: "name=value" lines of DEV's counters that show
+# where a slow run's time went (softrnic's names, rxe's where it has them).
+stall_counters() {
+    d=/sys/class/infiniband/${1:-none}/ports/1/hw_counters
+    [ -d "$d" ] || return 0
+    for c in sent_pkts retransmits ack_timeouts rcvd_rnr_err send_rnr_err rcvd_seq_err \
+        out_of_seq_request duplicate_request rx_dropped; do
+        [ -r "$d/$c" ] && echo "$c=$(cat "$d/$c")"
+    done
+}
 # fio_verify NAME DEV RW BS DEPTH: write $FIO_SIZE, read it back and verify
 # every block (crc32c in each); the write bandwidth in KiB/s into BW.
 fio_verify() {
+    fio_before=$(stall_counters "${DEV:-}")
     run fio --name=$1 --filename=$2 --rw=$3 --bs=$4 --iodepth=$5 --ioengine=libaio --direct=1 \
         --size=$FIO_SIZE --verify=crc32c --verify_fatal=1 --do_verify=1 \
         --output-format=json --output=/tmp/fio.$1.json
@@ -105,6 +116,11 @@ e=j["error"]; print(j["write"]["bw"] if e == 0 else "error%d" % e)' /tmp/fio.$1.
         fail "fio $1: no JSON result"
     case $BW in error*) fail "fio $1 reported $BW" ;; esac
     echo "# fio $1: write $BW KiB/s"
+    # (What moved on the device meanwhile: retransmissions, timeouts and
+    # RNR NAKs explain a run slower than the reference's.)
+    fio_after=$(stall_counters "${DEV:-}")
+    [ -z "$fio_after" ] || echo "# fio $1: $DEV counters moved: $(printf '%s\n%s\n' "$fio_before" "$fio_after" |
+        awk -F= '$1 in v { d = $2 - v[$1]; if (d) printf "%s +%d ", $1, d; next } { v[$1] = $2 }')"
 }
 
 # ---- the device under test (consumers.sh, the bench) ----

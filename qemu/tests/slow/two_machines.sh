@@ -110,13 +110,14 @@ t_write_bw_rev() {
 }
 
 PEER_LIB=". /src/qemu/tests/lib.sh; . /src/qemu/tests/lib_consumers.sh"
-# (The debug kernel's config has no NVMe-oF yet.)
+# (A kernel built without NVMe-oF skips these.)
 has_modules() { for m in "$@"; do modinfo $m >/dev/null 2>&1 || skip "this kernel has no $m (not in its config)"; done; }
 t_nvme() { # the target on the peer, the host here
     has_modules nvme-rdma
     need nvme fio
     on_peer $T "$PEER_LIB; IP=$PEER_IP nvmet_up" || fail "the peer's target set-up failed"
     NVME_ADDR=$PEER_IP nvme_connect
+    DEV=$LDEV  # (fio_verify shows its counters)
     rdma resource show qp link $LDEV/1 | grep -q lqpn || fail "no QP on $LDEV"
     fio_verify two_rand4k_qd32 $NVME1 randwrite 4k 32; r=$BW
     fio_verify two_seq128k_qd1 $NVME1 write 128k 1; q=$BW

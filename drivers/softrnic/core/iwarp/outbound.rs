@@ -294,7 +294,7 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
         true
     }
 
-    /// The oldest WQE if it is done (its index and status), taken off:
+    /// The oldest WQE if it is done (its index, status and length), taken off:
     /// for completing what is done before a flush, with no `emit` to come.
     pub(crate) fn take_done(&mut self) -> Option<Done> {
         if self.head == self.next {

@@ -118,9 +118,11 @@ e=j["error"]; print(j["write"]["bw"] if e == 0 else "error%d" % e)' /tmp/fio.$1.
     echo "# fio $1: write $BW KiB/s"
     # (What moved on the device meanwhile: retransmissions, timeouts and
     # RNR NAKs explain a run slower than the reference's.)
+    # MOVED: the same, for a result line.
     fio_after=$(stall_counters "${DEV:-}")
-    [ -z "$fio_after" ] || echo "# fio $1: $DEV counters moved: $(printf '%s\n%s\n' "$fio_before" "$fio_after" |
-        awk -F= '$1 in v { d = $2 - v[$1]; if (d) printf "%s +%d ", $1, d; next } { v[$1] = $2 }')"
+    MOVED=$(printf '%s\n%s\n' "$fio_before" "$fio_after" |
+        awk -F= '$1 in v { d = $2 - v[$1]; if (d) { printf "%s%s +%d", s, $1, d; s = ", " }; next } { v[$1] = $2 }')
+    [ -z "$fio_after" ] || echo "# fio $1: $DEV counters moved: $MOVED"
 }
 
 # ---- the device under test (consumers.sh, the bench) ----

@@ -61,12 +61,12 @@ t_nvme_fio() {
     nvme_connect
     on_device "nvme-rdma"
     fio_verify rand4k_qd1 $NVME1 randwrite 4k 1; r1=$BW
-    fio_verify rand4k_qd32 $NVME1 randwrite 4k 32; r32=$BW
+    fio_verify rand4k_qd32 $NVME1 randwrite 4k 32; r32=$BW m32=$MOVED
     fio_verify seq128k_qd1 $NVME1 write 128k 1; s1=$BW
     fio_verify seq128k_qd32 $NVME1 write 128k 32; s32=$BW
     fio_verify file_rand4k_qd32 $NVME2 randwrite 4k 32
     run nvme disconnect -n $NQN
-    result "write KiB/s: 4k rand qd1 $r1, qd32 $r32; 128k seq qd1 $s1, qd32 $s32; file ns 4k qd32 $BW"
+    result "write KiB/s: 4k rand qd1 $r1, qd32 $r32; 128k seq qd1 $s1, qd32 $s32; file ns 4k qd32 $BW; counters at 4k qd32: ${m32:-none moved}"
 }
 
 # What was written before a disconnect is there after the reconnect.

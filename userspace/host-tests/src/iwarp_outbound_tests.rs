@@ -507,6 +507,22 @@ fn joined_writes_complete_once_a_read_after_them_is_answered() {
     assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
     assert_eq!(io.emitted.len(), 3, "nothing more to confirm");
 
+    // A local operation after the WRITE waits for the head, so for the
+    // WRITE's confirmation: the READ goes out before it (they waited for
+    // each other: the simulation's first local operations stalled here).
+    let mut io = Io {
+        sq: vec![wqe(MsgOp::Write, 10), OutWqe::default()],
+        ..Io::default()
+    };
+    let mut m = machine();
+    emit(&mut m, &c, &mut io);
+    assert_eq!(io.emitted.len(), 2, "the WRITE and its confirming READ");
+    assert!(io.locals.is_empty());
+    assert!(m.read_answered());
+    emit(&mut m, &c, &mut io);
+    assert_eq!(io.locals, [1]);
+    assert_eq!(io.completed, [(0, wc::SUCCESS), (1, wc::SUCCESS)]);
+
     // A READ after the WRITE answers for it.
     let mut io = Io {
         sq: vec![wqe(MsgOp::Write, 10), wqe(MsgOp::Read, 10)],

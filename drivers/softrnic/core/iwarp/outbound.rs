@@ -574,6 +574,13 @@ impl<S: core::ops::DerefMut<Target = [Slot]>> Outbound<S> {
                 // MR it registers anew).
                 let early = w.op.is_none() && w.error == 0 && w.early && !w.fence;
                 if !early || io.run_local(index) != wc::SUCCESS {
+                    // Waiting for the head: a WRITE before it that awaits
+                    // its confirmation gets its READ now, or the two would
+                    // wait for each other.
+                    if let Some(i) = self.needs_confirming(p) {
+                        self.cur = Some(self.confirming_read(i));
+                        continue;
+                    }
                     return out;
                 }
                 *self.slot(index) = Slot {

@@ -113,6 +113,8 @@ struct Side {
     max_reads_in: u32,
     /// READs posted and not completed: WQE, target bytes.
     reads_pending: Vec<(usize, usize, usize)>,
+    /// Per WQE: how often it ran as a local operation.
+    local_runs: Vec<u8>,
 }
 
 impl Side {
@@ -147,6 +149,7 @@ impl Side {
             dead: false,
             max_reads_in: 0,
             reads_pending: Vec::new(),
+            local_runs: Vec::new(),
         }
     }
 }
@@ -163,6 +166,7 @@ impl Side {
             ends: &mut self.ends,
             answers: &mut self.answers,
             done: Vec::new(),
+            local_runs: &mut self.local_runs,
             crc,
             room,
             fpdus: 0,
@@ -182,6 +186,7 @@ struct OutIo<'a> {
     ends: &'a mut Vec<u64>,
     answers: &'a mut VecDeque<Answer>,
     done: Vec<(u32, u8)>,
+    local_runs: &'a mut Vec<u8>,
     crc: bool,
     room: usize,
     fpdus: u64,
@@ -198,7 +203,12 @@ impl OutboundIo for OutIo<'_> {
     fn prepare(&mut self, index: u32) -> Option<OutWqe> {
         self.sq.get(index as usize).map(|e| e.0)
     }
-    fn run_local(&mut self, _index: u32) -> u8 {
+    fn run_local(&mut self, index: u32) -> u8 {
+        let i = index as usize;
+        if self.local_runs.len() <= i {
+            self.local_runs.resize(i + 1, 0);
+        }
+        self.local_runs[i] += 1;
         wc::SUCCESS
     }
     fn position(&self) -> u64 {
@@ -482,6 +492,14 @@ fn post(cfg: &Config, rng: &mut Rng, sides: &mut [Side; 2], i: usize) {
             ..OutWqe::default()
         };
         let mut expect = Expect::Nothing;
+        // Now and then a local operation: a fast registration (runs when
+        // reached) or an invalidate (at the head), fenced or not.
+        if rng.below(32) == 0 {
+            w.early = rng.below(2) == 0;
+            w.fence = rng.below(16) == 0;
+            s.sq.push((w, src, expect));
+            continue;
+        }
         match pick {
             0 => {
                 w.op = Some(MsgOp::Send);
@@ -662,6 +680,13 @@ fn check_completion(
         ));
     }
     s.completed = idx + 1;
+    if s.sq[idx as usize].0.op.is_none() {
+        let runs = s.local_runs.get(idx as usize).copied().unwrap_or(0);
+        if runs != 1 {
+            rep.faults
+                .push(format!("side {i}: local operation {idx} ran {runs} times"));
+        }
+    }
     match &s.sq[idx as usize].2 {
         Expect::Nothing => {}
         Expect::Read(at, want) => {

@@ -85,11 +85,8 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 self.go_back_for_gap(io, resend);
                 break;
             }
-            if self.next_wqe == self.head {
-                // Rewound onto it, but the first transmission arrived.
-                self.next_wqe = self.next_wqe.wrapping_add(1);
-                self.wqe_pkt = 0;
-            }
+            // (Rewound onto it, but the first transmission arrived:
+            // retire_head moves the requester on.)
             self.retire_head(io, &t, wc::SUCCESS);
             progress = true;
         }
@@ -387,11 +384,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
     fn finish_rd(&mut self, prm: &RequesterParams, io: &mut impl RequesterIo<W>, t: &Track<W>) {
         self.rd_inflight = self.rd_inflight.saturating_sub(1);
         self.move_una(t.last_psn().next());
-        if self.next_wqe == self.head {
-            // Rewound onto this WQE meanwhile: it is done, move on.
-            self.next_wqe = self.next_wqe.wrapping_add(1);
-            self.wqe_pkt = 0;
-        }
+        // (Rewound onto this WQE meanwhile: retire_head moves on.)
         self.retire_head(io, t, wc::SUCCESS);
         self.fresh_budgets(prm);
         self.restart_timer(prm, io);

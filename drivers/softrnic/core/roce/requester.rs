@@ -441,8 +441,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             let Some(op) = t.op.filter(|_| t.error == 0) else {
                 if t.ran_early() {
                     // Run already; reached again after a rewind.
-                    self.next_wqe = self.next_wqe.wrapping_add(1);
-                    self.wqe_pkt = 0;
+                    self.next_message();
                     continue;
                 }
                 if index != self.head {
@@ -461,8 +460,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                         let mut t2 = t;
                         t2.sent = true;
                         self.set(index, t2);
-                        self.next_wqe = self.next_wqe.wrapping_add(1);
-                        self.wqe_pkt = 0;
+                        self.next_message();
                         continue;
                     }
                     // The others complete in order: wait for everything
@@ -474,8 +472,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
                 } else {
                     io.run_local(&t.wqe)
                 };
-                self.next_wqe = self.next_wqe.wrapping_add(1);
-                self.wqe_pkt = 0;
+                self.next_message();
                 self.retire_head(io, &t, status);
                 if status != wc::SUCCESS {
                     out.error = true;
@@ -547,8 +544,7 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
             self.set(index, t2);
             let done = t.is_read_or_atomic() || last;
             if done {
-                self.next_wqe = self.next_wqe.wrapping_add(1);
-                self.wqe_pkt = 0;
+                self.next_message();
             } else {
                 self.wqe_pkt += 1;
             }
@@ -590,25 +586,33 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
         }
     }
 
-    /// Complete the WQE at the head with `status`.
-    /// Then complete the local operations behind it that ran early.
+    /// Complete the WQE at the head with `status`, then the local
+    /// operations behind it that ran early.  A requester rewound onto a
+    /// WQE it retires moves on past it.
     pub(crate) fn retire_head(&mut self, io: &mut impl RequesterIo<W>, t: &Track<W>, status: u8) {
-        let index = self.head;
-        self.head = self.head.wrapping_add(1);
-        io.complete(index, t, status);
-        while self.head != self.fetched {
-            let next = self.get(self.head);
-            if !next.ran_early() {
-                break;
-            }
+        let mut t = *t;
+        let mut status = status;
+        loop {
             if self.next_wqe == self.head {
-                // Rewound to it: the requester would only skip it.
-                self.next_wqe = self.next_wqe.wrapping_add(1);
-                self.wqe_pkt = 0;
+                self.next_message();
             }
             let index = self.head;
             self.head = self.head.wrapping_add(1);
-            io.complete(index, &next, wc::SUCCESS);
+            io.complete(index, &t, status);
+            if self.head == self.fetched {
+                break;
+            }
+            t = self.get(self.head);
+            if !t.ran_early() {
+                break;
+            }
+            status = wc::SUCCESS;
         }
+    }
+
+    /// The requester moves on to the next WQE's first packet.
+    fn next_message(&mut self) {
+        self.next_wqe = self.next_wqe.wrapping_add(1);
+        self.wqe_pkt = 0;
     }
 }

@@ -5,7 +5,8 @@
 # SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), send_lat
 # (ib_send_lat, 8 B) or nvme (NVMe over Fabrics, one device alone in
 # loopback as consumers.sh runs it: fio 4 KiB random writes at depth 32
-# for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk).
+# for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk) or
+# nvme128 (the same with 128 KiB sequential writes at depth 32).
 # TYPE: default "sr rxe".
 #
 # For each type it prints the CPU use (vmstat), a perf profile of the whole
@@ -47,28 +48,33 @@ command -v perf >/dev/null || { echo "FAIL no perf in the guest (scripts/profile
 modprobe rdma_ucm
 mountpoint -q $TR || mount -t tracefs nodev $TR
 
+nvme_fio() { # RW BS: 12 s of fio at depth 32 on the connected namespace
+    fio --name=prof --filename=$NVME1 --rw=$1 --bs=$2 --iodepth=32 --ioengine=libaio \
+        --direct=1 --time_based --runtime=12 --size=32M --output-format=json --output=/tmp/fio.prof.json
+}
+
 # scenario: the perftest run (client in the foreground).
 scenario() {
     case $SCEN in
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
-    nvme) fio --name=prof --filename=$NVME1 --rw=randwrite --bs=4k --iodepth=32 --ioengine=libaio \
-              --direct=1 --time_based --runtime=12 --size=32M --output-format=json --output=/tmp/fio.prof.json ;;
-    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat, nvme)"; exit 1 ;;
+    nvme) nvme_fio randwrite 4k ;;
+    nvme128) nvme_fio write 128k ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat, nvme, nvme128)"; exit 1 ;;
     esac
 }
 
 # up / down: the devices the scenario runs on (a pair two namespaces apart;
 # for nvme one device alone, the target and the host connected through it).
 up() {
-    if [ $SCEN = nvme ]; then
+    if [ $SCEN != ${SCEN#nvme} ]; then
         setup_dev $TYPE 9 && nvmet_up && (nvme_connect) && NVME1=/dev/$(ns_dev 1)
     else
         setup_pair $TYPE $TYPE
     fi
 }
 down() {
-    if [ $SCEN = nvme ]; then
+    if [ $SCEN != ${SCEN#nvme} ]; then
         nvmet_down; teardown_dev $TYPE 9
     else
         teardown_pair
@@ -80,9 +86,9 @@ figure() {
     case $SCEN in
     write_bw) echo "MiB/s (perftest average): $(column 'BW average' 4)" ;;
     send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
-    nvme) python3 -c 'import json; w = json.load(open("/tmp/fio.prof.json"))["jobs"][0]["write"]
-print("fio 4 KiB random writes, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"
-      % (w["iops"], w["bw"], w["clat_ns"]["mean"] / 1e6))' ;;
+    nvme*) python3 -c 'import json; j = json.load(open("/tmp/fio.prof.json"))["jobs"][0]; w = j["write"]
+print("fio %s %s, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"
+      % (j["job options"]["rw"], j["job options"]["bs"], w["iops"], w["bw"], w["clat_ns"]["mean"] / 1e6))' ;;
     esac
 }
 

@@ -194,6 +194,11 @@ pub(crate) struct Engine {
     pub(crate) pumping: bool,
     /// More to do than the pumping context had seen.
     pub(crate) again: bool,
+    /// A work item used its whole budget and had more to send (the high-
+    /// priority item's is short): until the QP goes idle its pumps are
+    /// queued at normal priority (`bulk_work`), so a long stream shares its
+    /// CPU with the threads there instead of starving them.
+    pub(crate) bulk: bool,
     /// The QP is being destroyed: no more work items or timers.
     pub(crate) dying: bool,
 }
@@ -231,6 +236,7 @@ impl Engine {
             resp: crate::transport::roce::responder::new_responder()?,
             pumping: false,
             again: false,
+            bulk: false,
             dying: false,
         })
     }
@@ -287,7 +293,7 @@ impl Qp {
             if by == Pumper::Doorbell {
                 self.doorbell_heard(&s);
             }
-            self.queue_work(s.eng.dying);
+            self.queue_pump(&s.eng);
         }
     }
 
@@ -317,16 +323,29 @@ impl Qp {
         }
     }
 
-    /// Have the work item pump (takes the QP lock).
+    /// Have a work item pump (takes the QP lock).
     pub(crate) fn schedule(&self) {
         let s = self.inner.lock();
-        self.queue_work(s.eng.dying);
+        self.queue_pump(&s.eng);
     }
 
     /// Have the work item pump (not while the QP is being destroyed); the
     /// caller holds the QP lock.
     pub(crate) fn queue_work(&self, dying: bool) {
         if !dying {
+            self.work.queue(self.home());
+        }
+    }
+
+    /// Have a work item pump: the high-priority one, or the bulk one while
+    /// the QP streams (`Engine::bulk`).
+    pub(crate) fn queue_pump(&self, eng: &Engine) {
+        if eng.dying {
+            return;
+        }
+        if eng.bulk {
+            self.bulk_work.queue(self.home());
+        } else {
             self.work.queue(self.home());
         }
     }
@@ -355,8 +374,10 @@ impl Qp {
         // the void.
         self.schedule();
         self.work.flush();
+        self.bulk_work.flush();
         self.inner.lock().eng.dying = true;
         self.timer.shutdown();
         self.work.shutdown();
+        self.bulk_work.shutdown();
     }
 }

@@ -11,20 +11,22 @@ use kernel::types::Opaque;
 use super::bindings as b;
 use crate::verbs::qp::Qp;
 
-/// A work item inside a QP.
+/// A work item inside a QP, on the engine's high-priority workqueue or (if
+/// `BULK`) its normal-priority one (net_shim.c says why): fixed per item,
+/// so flushing and shutting it down cover every queueing.
 #[repr(transparent)]
-pub(crate) struct Work(Opaque<b::work_struct>);
+pub(crate) struct Work<const BULK: bool>(Opaque<b::work_struct>);
 
 /// A timer inside a QP.
 #[repr(transparent)]
 pub(crate) struct Timer(Opaque<b::timer_list>);
 
-impl Work {
+impl<const BULK: bool> Work<BULK> {
     /// Queue the work on `cpu` (or anywhere if that CPU is offline).
     pub(crate) fn queue(&self, cpu: u32) {
         // SAFETY: set up by `Qp::init_deferred` before the QP was published;
         // after `shutdown` the kernel ignores this.
-        unsafe { b::softrnic_work_queue(self.0.get(), cpu) }
+        unsafe { b::softrnic_work_queue(self.0.get(), cpu, BULK) }
     }
 
     /// Wait until the work, if queued or running, has run to the end
@@ -80,15 +82,16 @@ pub(crate) fn cpu_count() -> u32 {
 }
 
 impl Qp {
-    /// Set up the QP's work item and timer.
+    /// Set up the QP's work items and timer.
     ///
     /// # Safety
     /// `qp` is the QP ib_core allocated, at its final place, not yet
-    /// visible to anything else, its work item and timer not set up yet.
+    /// visible to anything else, its work items and timer not set up yet.
     pub(crate) unsafe fn init_deferred(qp: *mut Qp) {
         // SAFETY: per the contract.
         unsafe {
             b::softrnic_work_init((*qp).work.0.get(), Some(qp_work));
+            b::softrnic_work_init((*qp).bulk_work.0.get(), Some(qp_bulk_work));
             b::softrnic_timer_init((*qp).timer.0.get(), Some(qp_timer));
         }
     }
@@ -99,6 +102,14 @@ unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
     // SAFETY: `w` is the `work` field of a live QP: destroy shuts the work
     // down before the QP goes.
     let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
+    qp.pump(crate::transport::Pumper::Work);
+}
+
+/// The QP's normal-priority work item: pump, as `qp_work`.
+unsafe extern "C" fn qp_bulk_work(w: *mut b::work_struct) {
+    // SAFETY: `w` is the `bulk_work` field of a live QP: destroy shuts the
+    // work down before the QP goes.
+    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, bulk_work)).cast::<Qp>() };
     qp.pump(crate::transport::Pumper::Work);
 }
 

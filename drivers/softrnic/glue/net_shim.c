@@ -38,7 +38,16 @@ struct softrnic_net {
 
 static LIST_HEAD(softrnic_nets);
 static DEFINE_MUTEX(softrnic_net_lock);
+/*
+ * The engine's work items.  softrnic_wq is high priority, so a QP's first
+ * packets leave at once whatever runs on its CPU; a QP that keeps sending
+ * past its work budget moves to softrnic_bulk_wq (normal priority) until
+ * it goes idle, so that a long stream shares its CPU with the threads
+ * there (at high priority, 1 MiB READ responses starved ib_read_bw's
+ * poller on that CPU for seconds).
+ */
 static struct workqueue_struct *softrnic_wq;
+static struct workqueue_struct *softrnic_bulk_wq;
 
 /*
  * Find the softrnic device a packet is for: the one over the netdev it came
@@ -298,15 +307,23 @@ int softrnic_net_register(void)
 	softrnic_wq = alloc_workqueue("softrnic", WQ_PERCPU | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
 	if (!softrnic_wq)
 		return -ENOMEM;
-	err = register_pernet_subsys(&softrnic_net_ops);
-	if (err)
+	softrnic_bulk_wq = alloc_workqueue("softrnic_bulk", WQ_PERCPU | WQ_MEM_RECLAIM, 0);
+	if (!softrnic_bulk_wq) {
 		destroy_workqueue(softrnic_wq);
+		return -ENOMEM;
+	}
+	err = register_pernet_subsys(&softrnic_net_ops);
+	if (err) {
+		destroy_workqueue(softrnic_bulk_wq);
+		destroy_workqueue(softrnic_wq);
+	}
 	return err;
 }
 
 void softrnic_net_unregister(void)
 {
 	unregister_pernet_subsys(&softrnic_net_ops);
+	destroy_workqueue(softrnic_bulk_wq);
 	destroy_workqueue(softrnic_wq);
 }
 
@@ -626,14 +643,18 @@ void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct 
 
 /*
  * Queue the work on `cpu`: a QP sends only from its own CPU, so its packets
- * enter the stack (and a veth peer's per-CPU backlog) in order.
+ * enter the stack (and a veth peer's per-CPU backlog) in order.  A work
+ * item always goes to the same queue (`bulk` is fixed per work item), so
+ * flush_work and disable_work_sync see all of it.
  */
-void softrnic_work_queue(struct work_struct *work, unsigned int cpu)
+void softrnic_work_queue(struct work_struct *work, unsigned int cpu, bool bulk)
 {
+	struct workqueue_struct *wq = bulk ? softrnic_bulk_wq : softrnic_wq;
+
 	if (cpu < nr_cpu_ids && cpu_online(cpu))
-		queue_work_on(cpu, softrnic_wq, work);
+		queue_work_on(cpu, wq, work);
 	else
-		queue_work(softrnic_wq, work);
+		queue_work(wq, work);
 }
 
 /* Pin the caller to its CPU (preemption off) and say which it is. */

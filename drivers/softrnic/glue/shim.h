@@ -197,7 +197,7 @@ struct rdma_hw_stats *softrnic_alloc_port_stats(const struct rdma_stat_desc *des
 void softrnic_stats_set(struct rdma_hw_stats *stats, int i, u64 value);
 
 void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct *));
-void softrnic_work_queue(struct work_struct *work, unsigned int cpu);
+void softrnic_work_queue(struct work_struct *work, unsigned int cpu, bool bulk);
 unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);

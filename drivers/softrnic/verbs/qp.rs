@@ -77,9 +77,11 @@ pub(crate) struct Qp {
     pub(crate) recv_cq: Held<Cq>,
     pub(crate) srq: Option<Held<Srq>>,
     pub(crate) inner: SpinLockIrq<QpInner>,
-    /// The engine's work item (it pumps the QP's packets) and timer
+    /// The engine's work items (they pump the QP's packets: `bulk_work` at
+    /// normal priority while the QP streams, see `Engine::bulk`) and timer
     /// (retransmission, RNR); set up by glue when it creates the QP.
-    pub(crate) work: crate::glue::deferred::Work,
+    pub(crate) work: crate::glue::deferred::Work<false>,
+    pub(crate) bulk_work: crate::glue::deferred::Work<true>,
     pub(crate) timer: crate::glue::deferred::Timer,
     /// The CPU the QP's packets are sent from (its home): first chosen by
     /// QP number, then the CPU that posts or receives while nothing is in

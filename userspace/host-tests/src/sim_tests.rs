@@ -229,6 +229,40 @@ mod statuses {
         }
     }
 
+    /// READs longer than the requester's window (1 MiB at MTU 1024: 1024
+    /// response packets, the window 128 PSNs) complete, one after another.
+    #[test]
+    fn reads_longer_than_the_window_complete() {
+        let long = Attrs {
+            mtu: 1024,
+            ..attrs(7, 7)
+        };
+        let mut a = Endpoint::new(0x11, 0x22, long, 2 << 20, 8);
+        let mut b = Endpoint::new(0x22, 0x11, long, 1 << 20, 8);
+        b.d.mrs.push(Mr {
+            rkey: 0x100,
+            base: 0,
+            len: 1 << 20,
+            read: true,
+            write: false,
+            atomic: false,
+            valid: true,
+        });
+        for (i, x) in b.d.mem.iter_mut().enumerate() {
+            *x = (i * 7 + i / 4096) as u8;
+        }
+        for i in 0..2u64 {
+            a.post_send(Wqe {
+                laddr: i << 20,
+                len: 1 << 20,
+                ..wqe(MsgOp::Read, 0x100, 0)
+            });
+        }
+        exchange(&mut a, &mut b, false, 2);
+        assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS), "{:?}", a.d.send_cq);
+        assert!(a.d.mem[..1 << 20] == b.d.mem[..] && a.d.mem[1 << 20..] == b.d.mem[..]);
+    }
+
     #[test]
     fn write_without_the_right_completes_rem_access_err_and_both_qps_err() {
         let (mut a, mut b) = pair(7, 7);

@@ -43,6 +43,12 @@ const TX_AHEAD: usize = 64 * 1024;
 /// What a doorbell's pump builds in the posting thread before it hands the
 /// rest to the work item (see `Pumper::Doorbell`): a small message whole.
 const DOORBELL_AHEAD: usize = 4 * 1024;
+/// What a work item hands to the socket before it queues itself again, at
+/// normal priority (`Engine::bulk`): a socket that takes everything (a peer
+/// that reads in the same softirq) would otherwise keep it running.  At
+/// high priority (the QP not streaming) it hands `FIRST_WORK_BYTES`.
+const WORK_BYTES: usize = 1 << 20;
+const FIRST_WORK_BYTES: usize = 128 * 1024;
 
 /// One QP's stream.
 pub(crate) struct Stream {
@@ -844,11 +850,14 @@ impl Qp {
                 if let Some(st) = s.iw.as_deref_mut() {
                     st.pumping = false;
                 }
-                self.queue_work(s.eng.dying);
+                // A work item that used its whole budget: the QP streams.
+                s.eng.bulk |= by == Pumper::Work;
+                self.queue_pump(&s.eng);
                 return;
             }
             let more = self.iwarp_settle(&s, seen);
-            let Some(st) = s.iw.as_deref_mut() else {
+            let QpInner { iw, eng, .. } = &mut *s;
+            let Some(st) = iw.as_deref_mut() else {
                 return;
             };
             if (st.again || more) && !st.broken {
@@ -856,6 +865,10 @@ impl Qp {
                 continue;
             }
             st.pumping = false;
+            if st.tx_off >= st.tx.len() {
+                // Nothing built is waiting for the socket: idle.
+                eng.bulk = false;
+            }
             return;
         }
     }
@@ -878,8 +891,9 @@ impl Qp {
         rts && s.sq.producer() != seen
     }
 
-    /// `iwarp_pump`'s work, by the one context that pumps.  True: a
-    /// doorbell's pump stopped with more to build (for the work item).
+    /// `iwarp_pump`'s work, by the one context that pumps.  True: it
+    /// stopped with more to build, for the work item (a doorbell's pump
+    /// after its first build, a work item after `WORK_BYTES`).
     fn iwarp_send(&self, by: Pumper) -> bool {
         let dev = self.dev();
         let ahead = if by == Pumper::Doorbell {
@@ -888,6 +902,12 @@ impl Qp {
             TX_AHEAD
         };
         let mut built = false;
+        let mut handed = 0;
+        let budget = if self.inner.lock().eng.bulk {
+            WORK_BYTES
+        } else {
+            FIRST_WORK_BYTES
+        };
         loop {
             // Hand over what is built.
             let (tcp, cep, mut buf, mut off) = {
@@ -907,6 +927,7 @@ impl Qp {
             };
             let sent_from = off;
             let failed = tcp.send_from(&buf, &mut off).is_err();
+            handed += off - sent_from;
             let mut after = After::default();
             let step = {
                 let mut s = self.inner.lock();
@@ -1024,6 +1045,7 @@ impl Qp {
                     }
                     built = true;
                 }
+                Step::Again if handed >= budget => return true,
                 Step::Again => {}
                 Step::Wait => return false,
                 Step::Close(abort) => {

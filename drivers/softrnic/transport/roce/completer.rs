@@ -38,7 +38,7 @@ impl Qp {
             let dev = self.dev();
             let (mut io, req) = ReqIo::new(self, &dev, &mut s, &mut after, None);
             let o = req.on_timer(&mut io);
-            self.queue_work(s.eng.dying);
+            self.queue_pump(&s.eng);
             self.outcome(&mut s, o, &mut after);
         }
         self.after(after);

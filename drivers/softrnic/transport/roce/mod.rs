@@ -30,6 +30,9 @@ use crate::verbs::qp::{After, Qp, QpInner};
 /// was received, the first packets of a message where a doorbell rang (an
 /// 8-byte ping-pong's whole message, a 4 KiB one's at 1024 MTU).
 const WORK_BATCHES: u32 = 64;
+/// A work item at high priority (the QP not streaming, `Engine::bulk`)
+/// builds this many before the rest goes to the normal-priority one.
+const FIRST_WORK_BATCHES: u32 = 8;
 const PACKET_BATCHES: u32 = 4;
 const DOORBELL_PACKETS: usize = 4;
 
@@ -108,7 +111,7 @@ impl Qp {
         let Some(ndev) = dev.port_netdev() else {
             return;
         };
-        let (budget, room) = match by {
+        let (mut budget, room) = match by {
             Pumper::Work => (WORK_BATCHES, BATCH),
             Pumper::Packet => (PACKET_BATCHES, BATCH),
             Pumper::Doorbell => (1, DOORBELL_PACKETS),
@@ -129,6 +132,9 @@ impl Qp {
                     }
                     s.eng.pumping = true;
                     first = false;
+                    if by == Pumper::Work && !s.eng.bulk {
+                        budget = FIRST_WORK_BATCHES;
+                    }
                 }
                 s.eng.again = false;
                 // This pump looks at the send queue before it ends: posts
@@ -151,11 +157,14 @@ impl Qp {
             }
             if !(full || s.eng.again || self.settle(&s, seen)) {
                 s.eng.pumping = false;
+                s.eng.bulk = false;
                 return;
             }
             if batch >= budget {
                 s.eng.pumping = false;
-                self.queue_work(s.eng.dying);
+                // A work item that used its whole budget: the QP streams.
+                s.eng.bulk |= by == Pumper::Work;
+                self.queue_pump(&s.eng);
                 return;
             }
         }

@@ -109,7 +109,10 @@ unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
 unsafe extern "C" fn qp_bulk_work(w: *mut b::work_struct) {
     // SAFETY: `w` is the `bulk_work` field of a live QP: destroy shuts the
     // work down before the QP goes.
-    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, bulk_work)).cast::<Qp>() };
+    let qp = unsafe {
+        &*w.byte_sub(core::mem::offset_of!(Qp, bulk_work))
+            .cast::<Qp>()
+    };
     qp.pump(crate::transport::Pumper::Work);
 }
 

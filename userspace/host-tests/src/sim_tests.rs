@@ -259,7 +259,11 @@ mod statuses {
             });
         }
         exchange(&mut a, &mut b, false, 2);
-        assert!(a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS), "{:?}", a.d.send_cq);
+        assert!(
+            a.d.send_cq.iter().all(|c| c.status == wc::SUCCESS),
+            "{:?}",
+            a.d.send_cq
+        );
         assert!(a.d.mem[..1 << 20] == b.d.mem[..] && a.d.mem[1 << 20..] == b.d.mem[..]);
     }
 

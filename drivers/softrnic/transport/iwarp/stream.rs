@@ -896,7 +896,8 @@ impl Qp {
 
     /// `iwarp_pump`'s work, by the one context that pumps.  True: it
     /// stopped with more to build, for the work item (a doorbell's pump
-    /// after its first build, a work item after `WORK_BYTES`).
+    /// after its first build, a work item once it handed the socket
+    /// `FIRST_WORK_BYTES`, or `WORK_BYTES` while the QP streams).
     fn iwarp_send(&self, by: Pumper) -> bool {
         let dev = self.dev();
         let ahead = if by == Pumper::Doorbell {

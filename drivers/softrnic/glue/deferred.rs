@@ -90,29 +90,24 @@ impl Qp {
     pub(crate) unsafe fn init_deferred(qp: *mut Qp) {
         // SAFETY: per the contract.
         unsafe {
-            b::softrnic_work_init((*qp).work.0.get(), Some(qp_work));
-            b::softrnic_work_init((*qp).bulk_work.0.get(), Some(qp_bulk_work));
+            b::softrnic_work_init((*qp).work.0.get(), Some(qp_work::<false>));
+            b::softrnic_work_init((*qp).bulk_work.0.get(), Some(qp_work::<true>));
             b::softrnic_timer_init((*qp).timer.0.get(), Some(qp_timer));
         }
     }
 }
 
-/// The QP's work item: pump.
-unsafe extern "C" fn qp_work(w: *mut b::work_struct) {
-    // SAFETY: `w` is the `work` field of a live QP: destroy shuts the work
-    // down before the QP goes.
-    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, work)).cast::<Qp>() };
-    qp.pump(crate::transport::Pumper::Work);
-}
-
-/// The QP's normal-priority work item: pump, as `qp_work`.
-unsafe extern "C" fn qp_bulk_work(w: *mut b::work_struct) {
-    // SAFETY: `w` is the `bulk_work` field of a live QP: destroy shuts the
-    // work down before the QP goes.
-    let qp = unsafe {
-        &*w.byte_sub(core::mem::offset_of!(Qp, bulk_work))
-            .cast::<Qp>()
+/// The QP's work items: pump (`BULK`: the normal-priority one, which runs
+/// while the QP streams, see `Engine::bulk`).
+unsafe extern "C" fn qp_work<const BULK: bool>(w: *mut b::work_struct) {
+    let field = if BULK {
+        core::mem::offset_of!(Qp, bulk_work)
+    } else {
+        core::mem::offset_of!(Qp, work)
     };
+    // SAFETY: `w` is the `work` (or, `BULK`, the `bulk_work`) field of a
+    // live QP: destroy shuts both down before the QP goes.
+    let qp = unsafe { &*w.byte_sub(field).cast::<Qp>() };
     qp.pump(crate::transport::Pumper::Work);
 }
 

@@ -839,15 +839,15 @@ impl Qp {
             st.pumping = true;
         }
         loop {
-            let seen = {
+            let (seen, bulk) = {
                 let s = self.inner.lock();
                 if s.state == QpState::Rts {
                     // Posts meanwhile need no doorbell: this pump looks.
                     s.sq.clear_kernel_flags(crate::abi::QUEUE_ENGINE_IDLE);
                 }
-                s.sq.producer()
+                (s.sq.producer(), s.eng.bulk)
             };
-            let cut = self.iwarp_send(by);
+            let cut = self.iwarp_send(by, bulk);
             let mut s = self.inner.lock();
             if cut {
                 if let Some(st) = s.iw.as_deref_mut() {
@@ -897,8 +897,8 @@ impl Qp {
     /// `iwarp_pump`'s work, by the one context that pumps.  True: it
     /// stopped with more to build, for the work item (a doorbell's pump
     /// after its first build, a work item once it handed the socket
-    /// `FIRST_WORK_BYTES`, or `WORK_BYTES` while the QP streams).
-    fn iwarp_send(&self, by: Pumper) -> bool {
+    /// `FIRST_WORK_BYTES`, or `WORK_BYTES` while the QP streams: `bulk`).
+    fn iwarp_send(&self, by: Pumper, bulk: bool) -> bool {
         let dev = self.dev();
         let ahead = if by == Pumper::Doorbell {
             DOORBELL_AHEAD
@@ -907,11 +907,7 @@ impl Qp {
         };
         let mut built = false;
         let mut handed = 0;
-        let budget = if self.inner.lock().eng.bulk {
-            WORK_BYTES
-        } else {
-            FIRST_WORK_BYTES
-        };
+        let budget = if bulk { WORK_BYTES } else { FIRST_WORK_BYTES };
         loop {
             // Hand over what is built.
             let (tcp, cep, mut buf, mut off) = {

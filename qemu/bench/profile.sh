@@ -2,7 +2,8 @@
 # of one type (rxe, siw, sr = softrnic_roce, sw = softrnic_iwarp) runs one
 # perftest scenario, two namespaces apart (lib_pairs.sh, as the bench).
 #   qemu/run --timeout S qemu/bench/profile.sh [SCENARIO] [TYPE...]
-# SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), send_lat
+# SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), write_bw64
+# (the same with 64 B messages: the per-message cost), send_lat
 # (ib_send_lat, 8 B) or nvme (NVMe over Fabrics, one device alone in
 # loopback as consumers.sh runs it: fio 4 KiB random writes at depth 32
 # for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk) or
@@ -57,24 +58,25 @@ nvme_fio() { # RW BS: 12 s of fio at depth 32 on the connected namespace
 scenario() {
     case $SCEN in
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
+    write_bw64) perftest ib_write_bw $PORT -R -s 64 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
     nvme) nvme_fio randwrite 4k ;;
     nvme128) nvme_fio write 128k ;;
-    *) echo "FAIL unknown scenario $SCEN (write_bw, send_lat, nvme, nvme128)"; exit 1 ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, write_bw64, send_lat, nvme, nvme128)"; exit 1 ;;
     esac
 }
 
 # up / down: the devices the scenario runs on (a pair two namespaces apart;
 # for nvme one device alone, the target and the host connected through it).
 up() {
-    if [ $SCEN != ${SCEN#nvme} ]; then
+    if [ "${SCEN#nvme}" != "$SCEN" ]; then
         setup_dev $TYPE 9 && nvmet_up && (nvme_connect) && NVME1=/dev/$(ns_dev 1)
     else
         setup_pair $TYPE $TYPE
     fi
 }
 down() {
-    if [ $SCEN != ${SCEN#nvme} ]; then
+    if [ "${SCEN#nvme}" != "$SCEN" ]; then
         nvmet_down; teardown_dev $TYPE 9
     else
         teardown_pair
@@ -84,7 +86,7 @@ down() {
 # figure: the client's result line.
 figure() {
     case $SCEN in
-    write_bw) echo "MiB/s (perftest average): $(column 'BW average' 4)" ;;
+    write_bw*) echo "MiB/s (perftest average): $(column 'BW average' 4), Mpps $(column 'MsgRate' 5)" ;;
     send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
     nvme*) python3 -c 'import json; j = json.load(open("/tmp/fio.prof.json"))["jobs"][0]; w = j["write"]
 print("fio %s %s, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"
@@ -121,8 +123,8 @@ for TYPE in $TYPES; do
     kill $VM; wait $VM 2>/dev/null
     [ $src = 0 ] || { echo "FAIL $TYPE: the run failed"; tail -n 20 /tmp/run.out; rc=1; down; continue; }
     figure
-    echo "-- CPU (vmstat: us sy id, the busiest 8 seconds)"
-    awk '$1 ~ /^[0-9]+$/ { print $(NF-5), $(NF-4), $(NF-3) }' /tmp/vmstat.out | sort -n -k3 | head -n 8 | tr '\n' ';'
+    echo "-- CPU (vmstat: us sy id, context switches/s; the busiest 8 seconds)"
+    awk '$1 ~ /^[0-9]+$/ { print $(NF-5), $(NF-4), $(NF-3), $(NF-6) }' /tmp/vmstat.out | sort -n -k3 | head -n 8 | tr '\n' ';'
     echo
     R="perf report -i /tmp/prof.data --stdio --no-children -g none"
     echo "-- by command and library"

@@ -11,6 +11,7 @@ its own process under `timeout`, so a missing event fails instead of hanging.
 
 import errno
 import mmap
+import os
 import ctypes
 import subprocess
 import sys
@@ -148,9 +149,14 @@ def cq_depth_zero_or_too_deep_is_einval():
 
 
 @check
-def cq_bad_comp_vector_is_einval():
+def cq_comp_vectors_one_per_cpu():
+    # As rxe and siw: ib_cq_pool spreads kernel consumers' queues over them.
     with Context(name=ROCE) as ctx:
-        expect_errno(errno.EINVAL, CQ, ctx, 8, None, None, 5)
+        n = ctx.num_comp_vectors
+        want(n == os.cpu_count(), f'{n} completion vectors for {os.cpu_count()} CPUs')
+        for v in range(n):
+            CQ(ctx, 8, None, None, v).close()
+        expect_errno(errno.EINVAL, CQ, ctx, 8, None, None, n)
 
 
 @check

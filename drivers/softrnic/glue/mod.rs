@@ -106,6 +106,12 @@ unsafe impl Send for IbDevice {}
 // SAFETY: as above: its shared methods read immutable parts or call ib_core.
 unsafe impl Sync for IbDevice {}
 
+/// The device's completion vectors: one per possible CPU.  A vector steers
+/// nothing: a CQ's completion handler runs where its completion was made.
+pub(crate) fn comp_vectors() -> u32 {
+    core::cmp::max(deferred::cpu_count(), 1)
+}
+
 impl IbDevice {
     /// Allocate an ib_device with our driver part, set its attributes and ops
     /// and bind port 1 to `ndev`.  Not yet registered.
@@ -137,7 +143,11 @@ impl IbDevice {
             // drivers that ask for it.
             (*ib).uverbs_cmd_mask |=
                 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND;
-            (*ib).num_comp_vectors = 1;
+            // One completion vector per CPU, as rxe and siw have: ib_cq_pool
+            // (nvmet, svcrdma, isert) makes one CQ per vector and spreads
+            // its consumers' queues over them; with one vector they all
+            // shared a single CQ and its one work item.
+            (*ib).num_comp_vectors = comp_vectors() as i32;
             (*ib).node_guid = u64::from_ne_bytes(guid);
             write_node_desc(&mut (*ib).node_desc, transport, ndev);
             bindings::ib_set_device_ops(ib, &ops);

@@ -132,11 +132,13 @@ pub(super) unsafe extern "C" fn create_cq(
         )
         .to_errno();
     }
-    if a.comp_vector != 0 {
+    let vectors = super::comp_vectors();
+    if a.comp_vector >= vectors {
         return refuse!(
             EINVAL,
-            "create_cq: completion vector {} (the device has 1)\n",
-            a.comp_vector
+            "create_cq: completion vector {} (the device has {})\n",
+            a.comp_vector,
+            vectors
         )
         .to_errno();
     }

@@ -199,10 +199,6 @@ pub(crate) struct Engine {
     /// queued at normal priority (`bulk_work`), so a long stream shares its
     /// CPU with the threads there instead of starving them.
     pub(crate) bulk: bool,
-    /// A request came in since the last doorbell (RoCE RC): the QP answers
-    /// its peer, so its next post is the reply of a ping-pong or an RPC,
-    /// which the posting thread sends itself (see `Qp::kick`).
-    pub(crate) heard_request: bool,
     /// The QP is being destroyed: no more work items or timers.
     pub(crate) dying: bool,
 }
@@ -241,7 +237,6 @@ impl Engine {
             pumping: false,
             again: false,
             bulk: false,
-            heard_request: false,
             dying: false,
         })
     }
@@ -261,21 +256,11 @@ impl Qp {
     /// every READ or atomic it was asked for was answered, so none of its
     /// packets still waits in the old CPU's queues to be overtaken) and is
     /// answered from the receiving context: a ping-pong never waits for the
-    /// work item.
-    ///
-    /// A doorbell never moves the home to the posting CPU (a sender with
-    /// several QPs then had all their work items beside its poll loop,
-    /// starved: ib_write_bw -q 4 -D 4 at 64 KiB completed nothing in its
-    /// window).  It moves it away from there when the QP streams: nothing
-    /// in flight and no request heard since the last doorbell, so this post
-    /// answers nothing, it just follows the last one.  Over a local link
-    /// the posting thread then paid for the whole round trip (the peer's
-    /// receive and its ACK run in the softirq its transmission raises) and
-    /// posted nothing meanwhile: one message per system call, the other
-    /// CPU left to the threads there (ib_write_bw 64 B: 6.8 k messages/s,
-    /// rxe 18 k; 13 k with the home moved).  A reply (a request was heard)
-    /// is still sent by the posting thread: moving the ping-pong's work to
-    /// the other CPU made ib_send_lat 8 B take 750 us instead of 90.
+    /// work item.  A doorbell does not move the home: the posting thread
+    /// usually polls on its CPU, and a sender with several QPs then had all
+    /// their work items on that CPU beside it, its poll loop starved
+    /// (ib_write_bw -q 4 -D 4 at 64 KiB: no completion in the measured
+    /// window; 11 MiB/s with the home left, rxe 12 in the same VM).
     ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
@@ -285,19 +270,11 @@ impl Qp {
         let done = deferred::on_this_cpu(|cpu| {
             let here = match self.service() {
                 Service::Ud => true,
-                Service::Rc if by == Pumper::Doorbell => {
-                    let mut s = self.inner.lock();
-                    let streams = !core::mem::take(&mut s.eng.heard_request);
-                    if cpu == self.home() && streams && Self::quiet(&s) {
-                        let away = Self::other_cpu(cpu, self.qpn());
-                        self.cpu.store(away, Ordering::Relaxed);
-                    }
-                    cpu == self.home()
-                }
                 _ if cpu == self.home() => true,
                 Service::Rc if by != Pumper::Doorbell => {
                     let s = self.inner.lock();
-                    let quiet = Self::quiet(&s);
+                    let quiet =
+                        !s.eng.pumping && !s.eng.req.outstanding() && s.eng.resp.rd_pending() == 0;
                     if quiet {
                         self.cpu.store(cpu, Ordering::Relaxed);
                     }
@@ -318,22 +295,6 @@ impl Qp {
             }
             self.queue_pump(&s.eng);
         }
-    }
-
-    /// An RC QP none of whose packets can still be in a CPU's queues: no
-    /// pump runs, every request it sent was acknowledged and every READ or
-    /// atomic it was asked for was answered.  Its home may move.
-    fn quiet(s: &crate::verbs::qp::QpInner) -> bool {
-        !s.eng.pumping && !s.eng.req.outstanding() && s.eng.resp.rd_pending() == 0
-    }
-
-    /// A CPU other than `cpu` (itself on a single CPU), spread by QP number.
-    fn other_cpu(cpu: u32, qpn: u32) -> u32 {
-        let n = core::cmp::max(deferred::cpu_count(), 1);
-        if n == 1 {
-            return cpu;
-        }
-        (cpu + 1 + qpn % (n - 1)) % n
     }
 
     /// The CPU this QP's packets are sent from.

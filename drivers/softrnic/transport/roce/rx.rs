@@ -166,7 +166,6 @@ fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &
         let mtu = qp.mtu(&s, ndev);
         if rules::request_kind(pkt.hdr.bth.opcode).is_some() {
             qp.on_request(&mut s, dev, pkt, meta, mtu, &mut after);
-            s.eng.heard_request = true;
             // A request changes nothing the requester waits for: pump only
             // for the responses it queued (most packets of a long WRITE or
             // SEND ask for none, and a pump costs two more lock rounds).

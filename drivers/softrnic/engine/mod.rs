@@ -362,7 +362,7 @@ impl Qp {
 
     /// The CPU a new QP sends from: spread by QP number.
     pub(crate) fn pick_cpu(qpn: u32) -> u32 {
-        qpn % core::cmp::max(deferred::cpu_count(), 1)
+        qpn % deferred::cpu_count()
     }
 
     /// Stop the work item and timer for good (destroy, process context,

@@ -75,10 +75,12 @@ pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
     r
 }
 
-/// The number of CPUs work can be spread over.
+/// The number of CPUs work can be spread over (the possible CPUs; at
+/// least one, so it can divide).
 pub(crate) fn cpu_count() -> u32 {
     // SAFETY: a plain query.
-    unsafe { b::softrnic_cpu_count() }
+    let n = unsafe { b::softrnic_cpu_count() };
+    core::cmp::max(n, 1)
 }
 
 impl Qp {

@@ -109,7 +109,7 @@ unsafe impl Sync for IbDevice {}
 /// The device's completion vectors: one per possible CPU.  A vector steers
 /// nothing: a CQ's completion handler runs where its completion was made.
 pub(crate) fn comp_vectors() -> u32 {
-    core::cmp::max(deferred::cpu_count(), 1)
+    deferred::cpu_count()
 }
 
 impl IbDevice {

@@ -117,7 +117,16 @@ impl Qp {
             Pumper::Doorbell => (1, DOORBELL_PACKETS),
         };
         let mut first = true;
-        for batch in 1.. {
+        // Rounds that sent packets spend the budget.  Once it is spent, one
+        // more round may look before the work item takes over: a doorbell's
+        // packet often comes back as an ACK inside its own send (a local
+        // link's softirq runs there), which sets `again` with nothing left
+        // to send; that round finds nothing and the pump ends here instead
+        // of waking the work item for nothing.  A round that sends past the
+        // budget, or a full one at it, hands over; `rounds` bounds the
+        // empty rounds that other contexts' `again` can cause.
+        let mut spent = 0;
+        for rounds in 1.. {
             let mut out = Outbox::new(room);
             let mut after = After::default();
             let seen = {
@@ -148,6 +157,7 @@ impl Qp {
                 seen
             };
             let full = out.is_full();
+            spent += u32::from(!out.is_empty());
             self.after(after);
             out.send(&dev, &ndev);
             let mut s = self.inner.lock();
@@ -160,7 +170,7 @@ impl Qp {
                 s.eng.bulk = false;
                 return;
             }
-            if batch >= budget {
+            if spent > budget || (spent == budget && full) || rounds > 2 * budget {
                 s.eng.pumping = false;
                 // A work item that used its whole budget: the QP streams.
                 s.eng.bulk |= by == Pumper::Work;

@@ -60,6 +60,10 @@ impl Outbox {
         self.n >= self.room
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
     /// Build a packet with `hdr` (PadCnt is set here) and `payload_len`
     /// bytes that `fill` writes (false: the memory could not be read, the
     /// packet is not built).  `Err(())` when the outbox is full or memory

@@ -260,7 +260,12 @@ impl Qp {
     /// usually polls on its CPU, and a sender with several QPs then had all
     /// their work items on that CPU beside it, its poll loop starved
     /// (ib_write_bw -q 4 -D 4 at 64 KiB: no completion in the measured
-    /// window; 11 MiB/s with the home left, rxe 12 in the same VM).
+    /// window; 11 MiB/s with the home left, rxe 12 in the same VM).  Even
+    /// moved only for posts its own pump sends whole, 4 QPs lost half
+    /// their rate at 64 B and at 64 KiB (2026-11-27).
+    ///
+    /// A kick that finds the QP's pump running at its home leaves the rest
+    /// to that pump, as one at the home does.
     ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
@@ -268,25 +273,29 @@ impl Qp {
     /// QP right after posting; from the work item those sends were lost).
     pub(crate) fn kick(&self, by: Pumper) {
         let done = deferred::on_this_cpu(|cpu| {
-            let here = match self.service() {
-                Service::Ud => true,
-                _ if cpu == self.home() => true,
-                Service::Rc if by != Pumper::Doorbell => {
-                    let s = self.inner.lock();
-                    let quiet =
-                        !s.eng.pumping && !s.eng.req.outstanding() && s.eng.resp.rd_pending() == 0;
-                    if quiet {
-                        self.cpu.store(cpu, Ordering::Relaxed);
+            if self.service() != Service::Ud && cpu != self.home() {
+                let mut s = self.inner.lock();
+                if s.eng.pumping {
+                    // The pump at the home has yet to take the lock to end:
+                    // it looks once more, as for a kick at the home.
+                    s.eng.again = true;
+                    if by == Pumper::Doorbell {
+                        self.doorbell_heard(&s);
                     }
-                    quiet
+                    return true;
                 }
                 // UC: no ACK says when its packets have left.
-                _ => false,
-            };
-            if here {
-                self.pump(by);
+                let quiet = self.service() == Service::Rc
+                    && by != Pumper::Doorbell
+                    && !s.eng.req.outstanding()
+                    && s.eng.resp.rd_pending() == 0;
+                if !quiet {
+                    return false;
+                }
+                self.cpu.store(cpu, Ordering::Relaxed);
             }
-            here
+            self.pump(by);
+            true
         });
         if !done {
             let s = self.inner.lock();

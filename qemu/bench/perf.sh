@@ -58,10 +58,13 @@ figure() {
         done
         echo "# $IMPL $scen size $size qps $qps: $(sed -n 's/^FIGURE //p' /tmp/fig.out | tr '\n' ' ')"
         sed -n 's/^DETAIL /    /p' /tmp/fig.out
+        # (A client refused by perftest's own race ran again: lib_pairs.sh.)
+        n=$(grep -c "^--- perftest's rdma_cm listen race" /tmp/fig.out)
+        [ "$n" = 0 ] || echo "    run again $n time(s) after perftest's rdma_cm listen race (lib_pairs.sh, cm_listen_race)"
     else
         why=$(grep '^FAIL_REASON: ' /tmp/fig.out | tail -n 1 | sed 's/^FAIL_REASON: //')
         echo "FAIL ${IMPL}_${scen}_${size}_${qps}: ${why:-exited $rc, no figure}"
-        grep -v '^FAIL_REASON: ' /tmp/fig.out | tail -n 20 | sed 's/^/    /'
+        grep -v '^FAIL_REASON: ' /tmp/fig.out | tail -n 60 | sed 's/^/    /'
         row "$scen" "$size" "$qps" failed 1 ""
         FAILED=$((FAILED + 1))
     fi

@@ -256,15 +256,16 @@ while [ $ROUND -lt "$ROUNDS" ]; do
             # Posts and polls: small writes (the engine may drain the
             # queue between posts, then each post rings) and 64 KiB ones
             # (the engine stays busy); then with completion events (arms).
-            # (WRITEs, not SENDs, with events: over iWARP ib_send_bw's
+            # (READs, not SENDs, with events: over iWARP ib_send_bw's
             # sender waits for receive credits that the receiver sends as
             # RDMA WRITEs, which complete nothing at the sender; with -e a
             # sender out of credits and with no signalled send in flight
             # sleeps for good.  siw and softrnic_iwarp both hung so, 180 s,
-            # on 2026-11-27; perftest up to its current tree.)
+            # on 2026-11-27; perftest up to its current tree.  READs need
+            # no credits; perftest refuses -e for WRITEs.)
             figure syscalls_write_bw 64 1 syscalls 64 2000 12000 ib_write_bw
             figure syscalls_write_bw 65536 1 syscalls 65536 200 1200 ib_write_bw
-            figure syscalls_write_bw_events 64 1 syscalls 64 2000 12000 ib_write_bw -e
+            figure syscalls_read_bw_events 64 1 syscalls 64 2000 12000 ib_read_bw -e
         fi
         teardown_pair
         if setup_dev $IMPL 9 > /tmp/setup.out 2>&1; then

@@ -275,13 +275,7 @@ impl Qp {
         let done = deferred::on_this_cpu(|cpu| {
             if self.service() != Service::Ud && cpu != self.home() {
                 let mut s = self.inner.lock();
-                if s.eng.pumping {
-                    // The pump at the home has yet to take the lock to end:
-                    // it looks once more, as for a kick at the home.
-                    s.eng.again = true;
-                    if by == Pumper::Doorbell {
-                        self.doorbell_heard(&s);
-                    }
+                if self.join_pump(&mut s, by) {
                     return true;
                 }
                 // UC: no ACK says when its packets have left.
@@ -304,6 +298,20 @@ impl Qp {
             }
             self.queue_pump(&s.eng);
         }
+    }
+
+    /// If a pump is running (it has yet to take the lock to end), have it
+    /// look once more instead of pumping here: true.  A doorbell's posts
+    /// from now on need no doorbell.
+    pub(crate) fn join_pump(&self, s: &mut crate::verbs::qp::QpInner, by: Pumper) -> bool {
+        if !s.eng.pumping {
+            return false;
+        }
+        s.eng.again = true;
+        if by == Pumper::Doorbell {
+            self.doorbell_heard(s);
+        }
+        true
     }
 
     /// The CPU this QP's packets are sent from.

@@ -132,11 +132,7 @@ impl Qp {
             let seen = {
                 let mut s = self.inner.lock();
                 if first {
-                    if s.eng.pumping {
-                        s.eng.again = true;
-                        if by == Pumper::Doorbell {
-                            self.doorbell_heard(&s);
-                        }
+                    if self.join_pump(&mut s, by) {
                         return;
                     }
                     s.eng.pumping = true;

@@ -267,6 +267,10 @@ impl Qp {
     /// A kick that finds the QP's pump running at its home leaves the rest
     /// to that pump, as one at the home does.
     ///
+    /// A kernel QP's home stays: its packets are received on any CPU (its
+    /// receive work item, see `Qp::rx_steer`), and a home that followed
+    /// them gave NVMe over Fabrics a little less (2026-11-28).
+    ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
     /// destroy as soon as the post returns (mckey destroys the AH and the
@@ -280,6 +284,7 @@ impl Qp {
                 }
                 // UC: no ACK says when its packets have left.
                 let quiet = self.service() == Service::Rc
+                    && self.user
                     && by != Pumper::Doorbell
                     && !s.eng.req.outstanding()
                     && s.eng.resp.rd_pending() == 0;
@@ -396,5 +401,8 @@ impl Qp {
         self.timer.shutdown();
         self.work.shutdown();
         self.bulk_work.shutdown();
+        // (No packet reaches the QP now, and no work item takes them.)
+        self.rx_work.shutdown();
+        self.backlog.purge();
     }
 }

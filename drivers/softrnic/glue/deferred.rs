@@ -17,9 +17,29 @@ use crate::verbs::qp::Qp;
 #[repr(transparent)]
 pub(crate) struct Work<const BULK: bool>(Opaque<b::work_struct>);
 
+/// A kernel QP's receive work item (it processes the QP's backlog), on an
+/// unbound workqueue: the scheduler runs it on whichever CPU is free.
+#[repr(transparent)]
+pub(crate) struct RxWork(Opaque<b::work_struct>);
+
 /// A timer inside a QP.
 #[repr(transparent)]
 pub(crate) struct Timer(Opaque<b::timer_list>);
+
+impl RxWork {
+    pub(crate) fn queue(&self) {
+        // SAFETY: set up by `Qp::init_deferred` before the QP was published;
+        // after `shutdown` the kernel ignores this.
+        unsafe { b::softrnic_rx_work_queue(self.0.get()) }
+    }
+
+    /// Wait for a running work to end, and ignore any queueing from now on
+    /// (process context).
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: set up, as above.
+        unsafe { b::softrnic_work_disable(self.0.get()) }
+    }
+}
 
 impl<const BULK: bool> Work<BULK> {
     /// Queue the work on `cpu` (or anywhere if that CPU is offline).
@@ -84,17 +104,20 @@ pub(crate) fn cpu_count() -> u32 {
 }
 
 impl Qp {
-    /// Set up the QP's work items and timer.
+    /// Set up the QP's work items, timer and receive backlog.
     ///
     /// # Safety
     /// `qp` is the QP ib_core allocated, at its final place, not yet
-    /// visible to anything else, its work items and timer not set up yet.
+    /// visible to anything else, its work items, timer and backlog not set
+    /// up yet.
     pub(crate) unsafe fn init_deferred(qp: *mut Qp) {
         // SAFETY: per the contract.
         unsafe {
             b::softrnic_work_init((*qp).work.0.get(), Some(qp_work::<false>));
             b::softrnic_work_init((*qp).bulk_work.0.get(), Some(qp_work::<true>));
+            b::softrnic_work_init((*qp).rx_work.0.get(), Some(qp_rx_work));
             b::softrnic_timer_init((*qp).timer.0.get(), Some(qp_timer));
+            super::backlog::Backlog::init(core::ptr::addr_of_mut!((*qp).backlog));
         }
     }
 }
@@ -111,6 +134,14 @@ unsafe extern "C" fn qp_work<const BULK: bool>(w: *mut b::work_struct) {
     // live QP: destroy shuts both down before the QP goes.
     let qp = unsafe { &*w.byte_sub(field).cast::<Qp>() };
     qp.pump(crate::transport::Pumper::Work);
+}
+
+/// The QP's receive work item: its backlog.
+unsafe extern "C" fn qp_rx_work(w: *mut b::work_struct) {
+    // SAFETY: `w` is the `rx_work` field of a live QP: destroy shuts it
+    // down before the QP goes.
+    let qp = unsafe { &*w.byte_sub(core::mem::offset_of!(Qp, rx_work)).cast::<Qp>() };
+    qp.rx_drain();
 }
 
 /// The QP's timer: a retransmission or RNR timeout.

@@ -6,6 +6,7 @@
 
 pub(crate) mod access;
 mod attrs;
+pub(crate) mod backlog;
 pub(crate) mod bindings;
 mod counters;
 pub(crate) mod deferred;

@@ -256,6 +256,21 @@ impl Drop for RouteCache {
     }
 }
 
+impl Skb {
+    /// Give up ownership (a queue took the skb).
+    pub(super) fn into_raw(self) -> NonNull<b::sk_buff> {
+        let p = self.0;
+        core::mem::forget(self);
+        p
+    }
+
+    /// # Safety
+    /// `p` is a received sk_buff the caller owns (from `into_raw`).
+    pub(super) unsafe fn from_raw(p: NonNull<b::sk_buff>) -> Skb {
+        Skb(p, None)
+    }
+}
+
 impl Drop for Skb {
     fn drop(&mut self) {
         // SAFETY: we own the skb.

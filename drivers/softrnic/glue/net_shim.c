@@ -48,6 +48,7 @@ static DEFINE_MUTEX(softrnic_net_lock);
  */
 static struct workqueue_struct *softrnic_wq;
 static struct workqueue_struct *softrnic_bulk_wq;
+static struct workqueue_struct *softrnic_rx_wq;
 
 /*
  * Find the softrnic device a packet is for: the one over the netdev it came
@@ -312,8 +313,15 @@ int softrnic_net_register(void)
 		destroy_workqueue(softrnic_wq);
 		return -ENOMEM;
 	}
+	softrnic_rx_wq = alloc_workqueue("softrnic_rx", WQ_UNBOUND | WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	if (!softrnic_rx_wq) {
+		destroy_workqueue(softrnic_bulk_wq);
+		destroy_workqueue(softrnic_wq);
+		return -ENOMEM;
+	}
 	err = register_pernet_subsys(&softrnic_net_ops);
 	if (err) {
+		destroy_workqueue(softrnic_rx_wq);
 		destroy_workqueue(softrnic_bulk_wq);
 		destroy_workqueue(softrnic_wq);
 	}
@@ -323,6 +331,7 @@ int softrnic_net_register(void)
 void softrnic_net_unregister(void)
 {
 	unregister_pernet_subsys(&softrnic_net_ops);
+	destroy_workqueue(softrnic_rx_wq);
 	destroy_workqueue(softrnic_bulk_wq);
 	destroy_workqueue(softrnic_wq);
 }
@@ -655,6 +664,59 @@ void softrnic_work_queue(struct work_struct *work, unsigned int cpu, bool bulk)
 		queue_work_on(cpu, wq, work);
 	else
 		queue_work(wq, work);
+}
+
+/*
+ * A kernel QP's receive backlog (glue/backlog.rs): received packets, for
+ * its receive work item to process in order.
+ */
+void softrnic_rxq_init(struct sk_buff_head *q)
+{
+	skb_queue_head_init(q);
+}
+
+/* 0: queued.  1: not queued, the backlog holds `max` (the caller drops it). */
+int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (skb_queue_len(q) >= max)
+		ret = 1;
+	else
+		__skb_queue_tail(q, skb);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return ret;
+}
+
+struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q)
+{
+	return skb_dequeue(q);
+}
+
+void softrnic_rxq_purge(struct sk_buff_head *q)
+{
+	skb_queue_purge(q);
+}
+
+void softrnic_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void softrnic_bh_enable(void)
+{
+	local_bh_enable();
+}
+
+/*
+ * A kernel QP's receive work (its backlog): on any CPU the scheduler picks,
+ * one run at a time, so the backlog's order holds.
+ */
+void softrnic_rx_work_queue(struct work_struct *work)
+{
+	queue_work(softrnic_rx_wq, work);
 }
 
 /* Pin the caller to its CPU (preemption off) and say which it is. */

@@ -198,6 +198,13 @@ void softrnic_stats_set(struct rdma_hw_stats *stats, int i, u64 value);
 
 void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct *));
 void softrnic_work_queue(struct work_struct *work, unsigned int cpu, bool bulk);
+void softrnic_rx_work_queue(struct work_struct *work);
+void softrnic_rxq_init(struct sk_buff_head *q);
+int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max);
+struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q);
+void softrnic_rxq_purge(struct sk_buff_head *q);
+void softrnic_bh_disable(void);
+void softrnic_bh_enable(void);
 unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);

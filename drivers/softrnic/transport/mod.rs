@@ -33,7 +33,14 @@ impl Qp {
     pub(crate) fn doorbell(&self, here: bool) {
         match self.transport {
             Transport::Roce if here => self.kick(Pumper::Doorbell),
-            Transport::Roce => self.schedule(),
+            Transport::Roce => {
+                // A running pump takes the new work (as a kick's does)
+                // rather than a second run of the work item after it.
+                let mut s = self.inner.lock();
+                if !self.join_pump(&mut s, Pumper::Work) {
+                    self.queue_pump(&s.eng);
+                }
+            }
             Transport::Iwarp => self.iwarp_doorbell(here),
         }
     }

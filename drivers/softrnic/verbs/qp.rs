@@ -83,9 +83,13 @@ pub(crate) struct Qp {
     pub(crate) work: crate::glue::deferred::Work<false>,
     pub(crate) bulk_work: crate::glue::deferred::Work<true>,
     pub(crate) timer: crate::glue::deferred::Timer,
+    /// A kernel RoCE QP's received packets, for `rx_work` to process in
+    /// order (`Qp::rx_steer`).
+    pub(crate) backlog: crate::glue::backlog::Backlog,
+    pub(crate) rx_work: crate::glue::deferred::RxWork,
     /// The CPU the QP's packets are sent from (its home): first chosen by
-    /// QP number, then the CPU that posts or receives while nothing is in
-    /// flight (`Qp::kick`).
+    /// QP number, then, for a user QP, the CPU that receives while nothing
+    /// is in flight (`Qp::kick`).
     pub(crate) cpu: core::sync::atomic::AtomicU32,
     /// iWARP: iw_cm's references (iw_add_ref): destroy waits until they
     /// are gone, as iw_cm may still move the QP to ERR until then.

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A kernel QP's receive backlog: received packets that wait for its receive
+//! work item to process them, in arrival order (an `sk_buff_head`
+//! with its own lock).  See `Qp::rx_steer`.
+
+use core::ptr::NonNull;
+
+use kernel::types::Opaque;
+
+use super::bindings as b;
+use super::net::Skb;
+
+#[repr(transparent)]
+pub(crate) struct Backlog(Opaque<b::sk_buff_head>);
+
+/// What `Backlog::add` did with a packet.
+pub(crate) enum Added {
+    /// Queued.
+    Queued,
+    /// Not queued: the backlog is full (the packet is freed).
+    Full,
+}
+
+impl Backlog {
+    /// # Safety
+    /// `q` points at a backlog not yet initialised, which then stays where
+    /// it is until `purge` has run for the last time.
+    pub(crate) unsafe fn init(q: *mut Backlog) {
+        // SAFETY: per the contract (the C side initialises the list head
+        // and its lock in place).
+        unsafe { b::softrnic_rxq_init((*q).0.get()) }
+    }
+
+    /// Queue `skb` unless the backlog holds `max` packets already.
+    pub(crate) fn add(&self, skb: Skb, max: u32) -> Added {
+        let p = skb.into_raw();
+        // SAFETY: an initialised backlog; we own the skb, and on 0 the
+        // backlog owns it.
+        match unsafe { b::softrnic_rxq_add(self.0.get(), p.as_ptr(), max) } {
+            0 => Added::Queued,
+            _ => {
+                // SAFETY: not queued: the skb is still ours.
+                drop(unsafe { Skb::from_raw(p) });
+                Added::Full
+            }
+        }
+    }
+
+    /// The oldest packet, now the caller's.
+    pub(crate) fn take(&self) -> Option<Skb> {
+        // SAFETY: an initialised backlog; a dequeued skb is ours.
+        let p = unsafe { b::softrnic_rxq_take(self.0.get()) };
+        // SAFETY: as above.
+        NonNull::new(p).map(|p| unsafe { Skb::from_raw(p) })
+    }
+
+    /// Free every packet queued.
+    pub(crate) fn purge(&self) {
+        // SAFETY: an initialised backlog.
+        unsafe { b::softrnic_rxq_purge(self.0.get()) }
+    }
+}
+
+/// Bottom halves off on this CPU while it lives (softirqs, which receive
+/// packets, do not run on it meanwhile; nor does the caller move).  Not
+/// `Send`: it ends on the CPU it began on.
+pub(crate) struct BhOff(core::marker::PhantomData<*mut ()>);
+
+impl BhOff {
+    pub(crate) fn new() -> BhOff {
+        // SAFETY: paired with the enable in `drop`, in the same context.
+        unsafe { b::softrnic_bh_disable() };
+        BhOff(core::marker::PhantomData)
+    }
+}
+
+impl Drop for BhOff {
+    fn drop(&mut self) {
+        // SAFETY: the disable in `new`.
+        unsafe { b::softrnic_bh_enable() }
+    }
+}

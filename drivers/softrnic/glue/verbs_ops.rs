@@ -812,6 +812,12 @@ pub(super) unsafe extern "C" fn create_qp(
         }
         // Born with QUEUE_ENGINE_IDLE set: its first idle period.
         d.counters().bump(crate::engine::Counter::EngineIdle);
+        // SAFETY: fully built, not yet published: ours alone.
+        if unsafe { &*p }.steered() {
+            d.verbs()
+                .steered_qps
+                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        }
         // SAFETY: fully built; valid until destroy_qp erases it and drains
         // its references.
         unsafe { d.verbs().qps.publish(qpn, p) };
@@ -1089,6 +1095,11 @@ pub(super) unsafe extern "C" fn destroy_qp(
         (*p).r.drain();
         // No packet can reach it now; stop its timer and work item.
         (*p).engine_stop();
+        if (*p).steered() {
+            d.verbs()
+                .steered_qps
+                .fetch_sub(1, core::sync::atomic::Ordering::Relaxed);
+        }
         // Kernel consumers may destroy a QP still attached to groups.
         let qpn = (*(*p).ib.as_ptr()).qp_num;
         loop {

@@ -80,6 +80,9 @@ pub(crate) struct DeviceVerbs {
     pub(crate) mws: Table<mr::Mw>,
     pub(crate) ahs: Table<ah::Ah>,
     counts: [AtomicU32; KINDS],
+    /// Live QPs whose packets go to a receive backlog (`Qp::steered`):
+    /// while there are none, a received packet skips that look-up.
+    pub(crate) steered_qps: AtomicU32,
     /// UD multicast groups.
     pub(crate) mcast: SpinLockIrq<mcast::Groups>,
 }

@@ -5,6 +5,8 @@
 //! fails a check is counted and dropped.
 
 use super::responder::RxMeta;
+use core::sync::atomic::Ordering;
+
 use crate::engine::Counter;
 use crate::glue::backlog::{Added, BhOff};
 use crate::glue::net::{Skb, RX_PIECES};
@@ -51,6 +53,9 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
 /// The packet, if it is to be processed here (see `Qp::rx_steer`); the
 /// checks are `receive_here`'s.
 fn steer(dev: &IbDevice, skb: Skb) -> Option<Skb> {
+    if dev.verbs().steered_qps.load(Ordering::Relaxed) == 0 {
+        return Some(skb);
+    }
     // (A packet `receive_here` refuses goes there, to be counted.)
     match dest_qpn(&skb).and_then(|n| dev.verbs().qps.get(n)) {
         Some(qp) => qp.rx_steer(skb),
@@ -80,7 +85,7 @@ impl Qp {
     /// `Qp::kick`): their pollers spin and a ping-pong's latency counts.
     /// Returns the packet if it is to be processed here.
     fn rx_steer(&self, skb: Skb) -> Option<Skb> {
-        if self.user || !matches!(self.service(), Service::Rc | Service::Uc) {
+        if !self.steered() {
             return Some(skb);
         }
         match self.backlog.add(skb, BACKLOG_MAX) {
@@ -93,6 +98,13 @@ impl Qp {
                 None
             }
         }
+    }
+
+    /// A kernel RC or UC QP (`rx_steer`).
+    pub(crate) fn steered(&self) -> bool {
+        !self.user
+            && self.transport == crate::device::Transport::Roce
+            && matches!(self.service(), Service::Rc | Service::Uc)
     }
 
     /// The receive work item: process what the backlog holds, oldest

@@ -340,9 +340,43 @@ impl Qp {
         }
         after.fatal |= o.fatal;
         after.sq_drained |= o.drained && s.attrs.sqd_notify;
+        if let Some(f) = o.failed {
+            self.log_failure(&f);
+        }
         if o.error && s.state != crate::qp_state::QpState::Err {
             self.enter(s, crate::qp_state::QpState::Err, after);
         }
+    }
+
+    /// Say in the kernel log why the requester failed a WQE (rate-limited):
+    /// the QP goes to ERR, and its consumer sees only a status.
+    fn log_failure(&self, f: &crate::roce::Failure) {
+        static LIMIT: crate::glue::RateLimit = crate::glue::RateLimit::new();
+        if !LIMIT.allow() {
+            return;
+        }
+        let why = match f.status {
+            crate::roce::wc::RETRY_EXC_ERR => "no answer within retry_cnt timeouts",
+            crate::roce::wc::RNR_RETRY_EXC_ERR => "receiver not ready past rnr_retry",
+            crate::roce::wc::REM_ACCESS_ERR => "the responder refused access",
+            crate::roce::wc::REM_INV_REQ_ERR => "the responder found the request invalid",
+            crate::roce::wc::REM_OP_ERR => "the responder could not complete it",
+            crate::roce::wc::BAD_RESP_ERR => "a response that does not fit the request",
+            _ => "a local error",
+        };
+        kernel::pr_info!(
+            "QP {:#x}: send WQE failed, status {} ({}): {:?} at PSN {:#x}, {} packets, {} responses in; unacknowledged from {:#x}, sent to {:#x}, window {}\n",
+            self.ib.qp_num(),
+            f.status,
+            why,
+            f.op,
+            f.first_psn,
+            f.npkts,
+            f.got,
+            f.una,
+            f.sent_to,
+            f.window
+        );
     }
 
     /// Have a work item pump (takes the QP lock).

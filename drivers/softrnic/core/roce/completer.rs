@@ -9,7 +9,7 @@
 use core::ops::DerefMut;
 
 use super::requester::{Requester, RequesterIo, RequesterParams, Track, MIN_WINDOW, WINDOW};
-use super::{wc, Count, Outcome};
+use super::{wc, Count, Failure, Outcome};
 use crate::psn::{self, Psn};
 use crate::roce_wire::{self, NakCode, Opcode, Packet, Syndrome};
 use crate::transport_rules::{self as rules, MsgOp, Service};
@@ -171,6 +171,16 @@ impl<W: Copy + Default, S: DerefMut<Target = [Track<W>]>> Requester<W, S> {
     fn fail_head(&mut self, io: &mut impl RequesterIo<W>, status: u8, out: &mut Outcome) {
         if self.head != self.fetched {
             let t = self.get(self.head);
+            out.failed = Some(Failure {
+                status,
+                op: t.op,
+                first_psn: t.first_psn,
+                npkts: t.npkts,
+                got: t.got,
+                una: self.una.get(),
+                sent_to: self.sent_to.get(),
+                window: self.cwnd,
+            });
             self.retire_head(io, &t, status);
         }
         out.error = true;

@@ -99,6 +99,28 @@ pub(crate) struct Outcome {
     pub(crate) remote: Option<RemoteError>,
     /// In SQD: every message begun before it is done (raise SQ_DRAINED).
     pub(crate) drained: bool,
+    /// The requester failed the WQE at its head: why, for the kernel log.
+    pub(crate) failed: Option<Failure>,
+}
+
+/// The requester's state when it failed the WQE at its head: what a user
+/// needs to tell a dead link (nothing came back) from an answer that did
+/// not fit (responses taken, then a hole).  PSNs are 24-bit values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// The completion status (`wc`).
+    pub(crate) status: u8,
+    /// The failed WQE: its operation (None: a local one), first PSN, PSNs
+    /// taken, and (READ, atomic) responses received.
+    pub(crate) op: Option<crate::transport_rules::MsgOp>,
+    pub(crate) first_psn: u32,
+    pub(crate) npkts: u32,
+    pub(crate) got: u32,
+    /// The oldest PSN not acknowledged, and the PSN after the newest sent.
+    pub(crate) una: u32,
+    pub(crate) sent_to: u32,
+    /// The send window when it failed.
+    pub(crate) window: u32,
 }
 
 /// The affiliated error a responder raises for a bad request.

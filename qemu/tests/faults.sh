@@ -261,9 +261,11 @@ cm_count() { cat /sys/class/infiniband/$1/ports/1/$2/$3 2>/dev/null || echo 0; }
 t_rping() {
     s0=$(date +%s%N)
     dreq_sent0=$(cm_count $DEV_B cm_tx_msgs dreq) dreq_got0=$(cm_count $DEV_A cm_rx_msgs dreq)
+    rm -f /tmp/client.udp
+    unknown0_client=$(counter $DEV_B rx_unknown_qp) dmesg0=$(dmesg | wc -l)
     server rping -s -a $IP_A -p $((PORT + 7000)) -C 20 -S 4096 -V
     ready "cm_listening $((PORT + 7000))"
-    client rping -c -a $IP_A -p $((PORT + 7000)) -C 20 -S 4096 -V
+    client sh /tmp/exit_udp.sh /tmp/client.udp rping -c -a $IP_A -p $((PORT + 7000)) -C 20 -S 4096 -V
     # rping's server ends on the client's DREQ.  ib_cm sends a DREQ once
     # more only while its id lives, and rping's client destroys its id
     # right after rdma_disconnect: a DREQ lost on the lossy link leaves the
@@ -278,6 +280,24 @@ t_rping() {
             ms=$(( ($(date +%s%N) - s0) / 1000000 ))
             evidence
             result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms) (allowed: the client verified 20 iterations and exited 0; its DREQ was lost on the link: the client's CM sent $sent, the server's received none, so the server waited for it until killed)"
+            return 0
+        fi
+        # ibv_rc_pingpong's ending (see above) in rping: the client got the
+        # server's last SEND and left, its ACK lost, its DREQ lost or late;
+        # the server resent that SEND to a QP that no longer existed and
+        # after retry_cnt timeouts failed it with IBV_WC_RETRY_EXC_ERR.
+        # Allowed only with the evidence: softrnic's log names the failed
+        # WQE, a SEND, and the resent packets reached the client's end
+        # after its QP was gone.
+        failed=$(dmesg | tail -n +$((dmesg0 + 1)) | grep 'send WQE failed, status 12 ' | tail -n 1)
+        if [ $TYPE_A = sr ] && ! kill -0 $SRV 2>/dev/null && grep -q 'completion failed status 12' /tmp/srv.out &&
+            [ -z "${failed##*: Some(Send) at PSN*}" ] && [ -n "$failed" ] &&
+            why=$(dead_peer client $TYPE_B $DEV_B $NS_B); then
+            wait $SRV; srv_rc=$?
+            ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+            evidence
+            echo "--- softrnic's log: ${failed#*] }"
+            result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms) (allowed: the client verified 20 iterations and exited 0; the ACK of the server's last SEND was lost after the client's QP was gone: the server failed that SEND with IBV_WC_RETRY_EXC_ERR; $why)"
             return 0
         fi
     fi

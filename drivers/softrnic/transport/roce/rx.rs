@@ -10,6 +10,7 @@ use core::sync::atomic::Ordering;
 use crate::engine::Counter;
 use crate::glue::backlog::{Added, BhOff};
 use crate::glue::net::{Skb, RX_PIECES};
+use crate::glue::table::Found;
 use crate::glue::{IbDevice, NetDevice};
 use crate::roce_wire::{self, Packet, PiecesError, Transport};
 use crate::transport_rules::{self as rules, Service};
@@ -45,22 +46,26 @@ const DRAIN_BUDGET: u32 = 256;
 
 pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
     dev.counters().bump(Counter::RxPackets);
-    if let Some(skb) = steer(dev, skb) {
-        receive_here(dev, skb);
+    let mut found = None;
+    if let Some(skb) = steer(dev, skb, &mut found) {
+        receive_here(dev, skb, found.as_deref());
     }
 }
 
-/// The packet, if it is to be processed here (see `Qp::rx_steer`); the
-/// checks are `receive_here`'s.
-fn steer(dev: &IbDevice, skb: Skb) -> Option<Skb> {
+/// The packet, if it is to be processed here (see `Qp::rx_steer`), and in
+/// `found` the QP it was looked up for, if it was (`deliver` then needs no
+/// second look-up); the checks are `receive_here`'s.
+fn steer(dev: &IbDevice, skb: Skb, found: &mut Option<Found<Qp>>) -> Option<Skb> {
     if dev.verbs().steered_qps.load(Ordering::Relaxed) == 0 {
         return Some(skb);
     }
     // (A packet `receive_here` refuses goes there, to be counted.)
-    match dest_qpn(&skb).and_then(|n| dev.verbs().qps.get(n)) {
-        Some(qp) => qp.rx_steer(skb),
-        None => Some(skb),
-    }
+    let Some(qp) = dest_qpn(&skb).and_then(|n| dev.verbs().qps.get(n)) else {
+        return Some(skb);
+    };
+    let skb = qp.rx_steer(skb)?;
+    *found = Some(qp);
+    Some(skb)
 }
 
 /// The destination QP of a packet whose headers parse.
@@ -116,14 +121,15 @@ impl Qp {
             let Some(skb) = self.backlog.take() else {
                 return;
             };
-            receive_here(&dev, skb);
+            receive_here(&dev, skb, Some(self));
         }
         self.rx_work.queue();
     }
 }
 
-/// Check a packet and hand it to its QP (or QPs).
-fn receive_here(dev: &IbDevice, skb: Skb) {
+/// Check a packet and hand it to its QP (or QPs); `known`, the QP it was
+/// addressed to, if the caller has it already.
+fn receive_here(dev: &IbDevice, skb: Skb, known: Option<&Qp>) {
     let c = dev.counters();
     // The headers are in `data` (the linear area); the payload is read
     // where the network stack put it, in pieces, never linearised.
@@ -197,10 +203,10 @@ fn receive_here(dev: &IbDevice, skb: Skb) {
             c.bump(Counter::RxUnknownQp);
         }
         for &qpn in &members[..n] {
-            deliver(dev, &ndev, qpn, &pkt, &meta);
+            deliver(dev, &ndev, qpn, &pkt, &meta, None);
         }
     } else {
-        deliver(dev, &ndev, dest, &pkt, &meta);
+        deliver(dev, &ndev, dest, &pkt, &meta, known);
     }
 }
 
@@ -229,12 +235,28 @@ fn ip_gid(ip: &[u8], ipv4: bool, v4: usize, v6: usize) -> [u8; 16] {
     gid
 }
 
-/// Hand a packet to QP `qpn`'s responder or completer.
-fn deliver(dev: &IbDevice, ndev: &NetDevice, qpn: u32, pkt: &Packet<'_>, meta: &RxMeta<'_>) {
+/// Hand a packet to QP `qpn`'s responder or completer (`known`, if it is
+/// that QP, is not looked up again).
+fn deliver(
+    dev: &IbDevice,
+    ndev: &NetDevice,
+    qpn: u32,
+    pkt: &Packet<'_>,
+    meta: &RxMeta<'_>,
+    known: Option<&Qp>,
+) {
     let c = dev.counters();
-    let Some(qp) = dev.verbs().qps.get(qpn) else {
-        c.bump(Counter::RxUnknownQp);
-        return;
+    let found;
+    let qp = match known {
+        Some(qp) if qp.qpn() == qpn => qp,
+        _ => {
+            let Some(f) = dev.verbs().qps.get(qpn) else {
+                c.bump(Counter::RxUnknownQp);
+                return;
+            };
+            found = f;
+            &*found
+        }
     };
     let svc = qp.service();
     let fits = matches!(

@@ -198,12 +198,23 @@ syscalls() {
     cp "$(command -v $prog)" /tmp/benchcli || fail "no $prog"
     trig='hist:keys=id.syscall:vals=hitcount:sort=hitcount.descending if comm == "benchcli"'
     for n in $n1 $n2; do
-        echo "!$trig" > $ev/trigger 2>/dev/null
-        echo "$trig" > $ev/trigger || fail "cannot set a hist trigger"
-        # (The client runs as benchcli: only its calls are counted.)
-        server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s $size -n $n "$@"
-        ready "cm_listening $PORT"
-        client /tmp/benchcli -d $DEV_B -p $PORT -F -R -s $size -n $n "$@" $IP_A
+        tries=0
+        while :; do
+            # (Removing the trigger drops its counts: a run again starts at 0.)
+            echo "!$trig" > $ev/trigger 2>/dev/null
+            echo "$trig" > $ev/trigger || fail "cannot set a hist trigger"
+            # (The client runs as benchcli: only its calls are counted.)
+            server $prog -d $DEV_A --bind_source_ip $SRV_BIND -p $PORT -F -R -s $size -n $n "$@"
+            ready "cm_listening $PORT"
+            client /tmp/benchcli -d $DEV_B -p $PORT -F -R -s $size -n $n "$@" $IP_A
+            # perftest's own listen race, as in lib_pairs.sh's perftest.
+            [ $tries -lt 2 ] && cm_listen_race || break
+            tries=$((tries + 1))
+            kill $SRV 2>/dev/null; wait $SRV
+            echo "--- perftest's rdma_cm listen race: the refused client (exit $CLI_RC), run again:"
+            sed 's/^/    /' /tmp/cli.out
+            PORT=$((PORT + 1))
+        done
         # "{ id: sys_write [  1] } hitcount: 1234" -> "sys_write 1234"
         sed -n 's/^{ id: \(sys_[a-z0-9_]*\).*hitcount: *\([0-9]*\).*/\1 \2/p' $ev/hist > /tmp/hist.$n
         echo "!$trig" > $ev/trigger

@@ -258,6 +258,11 @@ evidence() {
 }
 # cm_count DEV GROUP MSG: one of ib_cm's message counters of DEV's port.
 cm_count() { cat /sys/class/infiniband/$1/ports/1/$2/$3 2>/dev/null || echo 0; }
+# rping_rate: the goodput of t_rping's run so far (since s0).
+rping_rate() {
+    ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+    echo "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms)"
+}
 t_rping() {
     s0=$(date +%s%N)
     dreq_sent0=$(cm_count $DEV_B cm_tx_msgs dreq) dreq_got0=$(cm_count $DEV_A cm_rx_msgs dreq)
@@ -277,9 +282,9 @@ t_rping() {
         got=$(( $(cm_count $DEV_A cm_rx_msgs dreq) - dreq_got0 ))
         if kill -0 $SRV 2>/dev/null && [ $sent -ge 1 ] && [ $got = 0 ]; then
             kill $SRV; wait $SRV; srv_rc=$?
-            ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+            rate=$(rping_rate)
             evidence
-            result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms) (allowed: the client verified 20 iterations and exited 0; its DREQ was lost on the link: the client's CM sent $sent, the server's received none, so the server waited for it until killed)"
+            result "$rate (allowed: the client verified 20 iterations and exited 0; its DREQ was lost on the link: the client's CM sent $sent, the server's received none, so the server waited for it until killed)"
             return 0
         fi
         # ibv_rc_pingpong's ending (see above) in rping: the client got the
@@ -294,17 +299,16 @@ t_rping() {
             [ -z "${failed##*: Some(Send) at PSN*}" ] && [ -n "$failed" ] &&
             why=$(dead_peer client $TYPE_B $DEV_B $NS_B); then
             wait $SRV; srv_rc=$?
-            ms=$(( ($(date +%s%N) - s0) / 1000000 ))
+            rate=$(rping_rate)
             evidence
             echo "--- softrnic's log: ${failed#*] }"
-            result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms) (allowed: the client verified 20 iterations and exited 0; the ACK of the server's last SEND was lost after the client's QP was gone: the server failed that SEND with IBV_WC_RETRY_EXC_ERR; $why)"
+            result "$rate (allowed: the client verified 20 iterations and exited 0; the ACK of the server's last SEND was lost after the client's QP was gone: the server failed that SEND with IBV_WC_RETRY_EXC_ERR; $why)"
             return 0
         fi
     fi
     finish
     # Each iteration: a 4 KiB RDMA READ and a 4 KiB RDMA WRITE, verified.
-    ms=$(( ($(date +%s%N) - s0) / 1000000 ))
-    result "$(( 20 * 2 * 4096 * 1000 / 1024 / (ms > 0 ? ms : 1) ))KiB/s (${ms}ms)"
+    result "$(rping_rate)"
 }
 # 50 messages of 64 KiB (3.2 MB); 10 under reordering and 5 % loss, where
 # go-back-N makes every transport crawl (rxe as the requester under

@@ -254,8 +254,8 @@ set_fault() { # PROFILE: the same netem on both ends
 # timeout, so a burst "of 4 packets" took 4 of its timeouts, and 8 in a
 # row spend retry_cnt 7 (IBV_WC_RETRY_EXC_ERR, as the spec says) with
 # nothing wrong at either end: a model of an ideal requester predicts it
-# for 0.12 % of rping runs under the burst profile; under the harsher
-# chain (below) 12 of 120 runs failed, the model predicts 9.7 %.
+# for 0.12 % of rping runs under the burst profile; under netem_of's
+# harsh chain 12 of 120 runs failed, the model predicts 9.7 %.
 # A real link's bursts pass in milliseconds: a steady trickle of UDP
 # datagrams (link_clock.py, 200 a second each way) moves both chains on in
 # time, and bursts still hit a busy flow's packets back to back.

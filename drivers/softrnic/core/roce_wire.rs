@@ -823,19 +823,23 @@ pub(crate) enum PiecesError {
 /// The packet whose headers [`parse_headers`] read (`hdr`, with
 /// `payload_len`): `headers` its bytes from the IP header through its
 /// transport headers, `pieces` the bytes after them in order (payload, pad
-/// and ICRC; shortened in place).  The ICRC is checked over both before
-/// anything else is read, so a corrupted header cannot steer a placement;
-/// the payload is then the pieces themselves, not a copy.
+/// and ICRC; shortened in place).  The ICRC is checked (with `update`)
+/// over both before anything else is read, so a corrupted header cannot
+/// steer a placement; the payload is then the pieces themselves, not a
+/// copy.  `None`: a packet that never left the host, whose sender wrote no
+/// ICRC (the kernel's `rx::loop_back`).
 pub(crate) fn packet_in_pieces<'a, 'p: 'a>(
     headers: &[u8],
     hdr: Headers,
     payload_len: usize,
     pieces: &'a mut [&'p [u8]],
-    update: super::crc::Update,
+    update: Option<super::crc::Update>,
 ) -> Result<Packet<'a>, PiecesError> {
     let (trailer, body) = split_icrc(pieces).ok_or(PiecesError::Malformed)?;
-    if !super::icrc::check_parts(headers, &pieces[..body], trailer, update) {
-        return Err(PiecesError::BadIcrc);
+    if let Some(update) = update {
+        if !super::icrc::check_parts(headers, &pieces[..body], trailer, update) {
+            return Err(PiecesError::BadIcrc);
+        }
     }
     let kept = keep_front(&mut pieces[..body], payload_len);
     let pieces: &'a [&'p [u8]] = pieces;

@@ -96,9 +96,13 @@ pub(crate) enum Counter {
     /// RoCE: packets whose payload was read in place from the page
     /// fragments the network stack kept it in (never linearised).
     RxPaged,
+    /// RoCE: packets the device sent to its own address and took straight
+    /// back (`rx::loop_back`; the network stack and its tools do not see
+    /// them).  Also in `sent_pkts` and `rcvd_pkts`.
+    LoopedPkts,
 }
 
-pub(crate) const COUNTERS: usize = 34;
+pub(crate) const COUNTERS: usize = 35;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"sent_pkts",
     c"rcvd_pkts",
@@ -134,8 +138,9 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"doorbells",
     c"engine_idle",
     c"rx_paged",
+    c"looped_pkts",
 ];
-const _: () = assert!(Counter::RxPaged as usize + 1 == COUNTERS);
+const _: () = assert!(Counter::LoopedPkts as usize + 1 == COUNTERS);
 
 impl From<crate::roce::Count> for Counter {
     fn from(c: crate::roce::Count) -> Counter {
@@ -269,7 +274,8 @@ impl Qp {
     ///
     /// A kernel QP's home stays: its packets are received on any CPU (its
     /// receive work item, see `Qp::rx_steer`), and a home that followed
-    /// them gave NVMe over Fabrics a little less (2026-11-28).
+    /// them gave NVMe over Fabrics a little less (2026-11-28).  One whose
+    /// peer is on this device pumps wherever it is kicked (`loops_back`).
     ///
     /// A UD QP pumps here on any CPU: its messages carry no order a CPU
     /// change could break, and its address handles are the poster's to
@@ -280,6 +286,11 @@ impl Qp {
             if self.service() != Service::Ud && cpu != self.home() {
                 let mut s = self.inner.lock();
                 if self.join_pump(&mut s, by) {
+                    return true;
+                }
+                if self.loops_back(&s) {
+                    drop(s);
+                    self.pump(by);
                     return true;
                 }
                 // UC: no ACK says when its packets have left.
@@ -317,6 +328,15 @@ impl Qp {
             self.doorbell_heard(s);
         }
         true
+    }
+
+    /// A kernel RC or UC QP whose peer is on this device: its packets go
+    /// straight into the peer's receive backlog, in the order they were
+    /// built, whichever CPU sends them (`rx::loop_back`), so it pumps
+    /// wherever it is kicked (a work item on its home CPU cost a
+    /// cross-CPU wakeup for most I/Os of NVMe over Fabrics in loopback).
+    fn loops_back(&self, s: &crate::verbs::qp::QpInner) -> bool {
+        self.steered() && s.attrs.av.is_some_and(|av| av.sgid == av.dgid)
     }
 
     /// The CPU this QP's packets are sent from.

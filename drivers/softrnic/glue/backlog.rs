@@ -31,12 +31,13 @@ impl Backlog {
         unsafe { b::softrnic_rxq_init((*q).0.get()) }
     }
 
-    /// Queue `skb` unless the backlog holds `max` packets already.
-    pub(crate) fn add(&self, skb: Skb, max: u32) -> Added {
+    /// Queue `skb` unless the backlog holds `max` packets already;
+    /// `looped`: it comes from `rx::loop_back` (given back by `take`).
+    pub(crate) fn add(&self, skb: Skb, max: u32, looped: bool) -> Added {
         let p = skb.into_raw();
         // SAFETY: an initialised backlog; we own the skb, and on 0 the
         // backlog owns it.
-        match unsafe { b::softrnic_rxq_add(self.0.get(), p.as_ptr(), max) } {
+        match unsafe { b::softrnic_rxq_add(self.0.get(), p.as_ptr(), max, looped) } {
             0 => Added::Queued,
             _ => {
                 // SAFETY: not queued: the skb is still ours.
@@ -46,12 +47,13 @@ impl Backlog {
         }
     }
 
-    /// The oldest packet, now the caller's.
-    pub(crate) fn take(&self) -> Option<Skb> {
+    /// The oldest packet, now the caller's, and whether it was looped.
+    pub(crate) fn take(&self) -> Option<(Skb, bool)> {
+        let mut looped = false;
         // SAFETY: an initialised backlog; a dequeued skb is ours.
-        let p = unsafe { b::softrnic_rxq_take(self.0.get()) };
+        let p = unsafe { b::softrnic_rxq_take(self.0.get(), &mut looped) };
         // SAFETY: as above.
-        NonNull::new(p).map(|p| unsafe { Skb::from_raw(p) })
+        NonNull::new(p).map(|p| (unsafe { Skb::from_raw(p) }, looped))
     }
 
     /// Free every packet queued.

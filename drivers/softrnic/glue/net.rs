@@ -166,6 +166,14 @@ impl Skb {
         check(unsafe { b::softrnic_skb_xmit(p) })
     }
 
+    /// A finished packet turned round to this device's receive side
+    /// (`rx::loop_back`): it keeps its headers, not its route.
+    pub(crate) fn looped(self) -> Skb {
+        // SAFETY: a finished skb we own.
+        unsafe { b::softrnic_skb_loop(self.0.as_ptr()) };
+        self
+    }
+
     /// A received packet: the bytes from its IP header that lie in its
     /// linear area (at least the IP, UDP and transport headers, which the
     /// shim pulled there), and the packet's whole length from the IP header.

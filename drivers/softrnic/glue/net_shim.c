@@ -583,6 +583,17 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 	return net_xmit_eval(err);
 }
 
+/*
+ * A finished packet for the sending device's own address, turned round to
+ * its receive side without the network stack (rx.rs, loop_back): it keeps
+ * its headers and lets its route go (a queued packet must not hold the
+ * route's netdev).
+ */
+void softrnic_skb_loop(struct sk_buff *skb)
+{
+	skb_dst_drop(skb);
+}
+
 /* The kernel's CRC-32 (arch-optimised): one step of the ICRC. */
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len)
 {
@@ -675,11 +686,24 @@ void softrnic_rxq_init(struct sk_buff_head *q)
 	skb_queue_head_init(q);
 }
 
+/*
+ * Whether a queued packet came from rx.rs's loop_back (it never left the
+ * host and carries no ICRC); kept in the control buffer, which is ours
+ * while the packet waits here.
+ */
+struct softrnic_rxq_cb {
+	bool looped;
+};
+
 /* 0: queued.  1: not queued, the backlog holds `max` (the caller drops it). */
-int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max)
+int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max,
+		     bool looped)
 {
 	unsigned long flags;
 	int ret = 0;
+
+	BUILD_BUG_ON(sizeof(struct softrnic_rxq_cb) > sizeof(skb->cb));
+	((struct softrnic_rxq_cb *)skb->cb)->looped = looped;
 
 	spin_lock_irqsave(&q->lock, flags);
 	if (skb_queue_len(q) >= max)
@@ -690,9 +714,12 @@ int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int m
 	return ret;
 }
 
-struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q)
+struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q, bool *looped)
 {
-	return skb_dequeue(q);
+	struct sk_buff *skb = skb_dequeue(q);
+
+	*looped = skb && ((struct softrnic_rxq_cb *)skb->cb)->looped;
+	return skb;
 }
 
 void softrnic_rxq_purge(struct sk_buff_head *q)

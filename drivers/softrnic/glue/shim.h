@@ -183,6 +183,7 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      struct dst_entry **route, u32 *len, int *err);
 void softrnic_dst_release(struct dst_entry *dst);
 int softrnic_skb_xmit(struct sk_buff *skb);
+void softrnic_skb_loop(struct sk_buff *skb);
 
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);
 u32 softrnic_crc32c(u32 crc, const u8 *p, size_t len);
@@ -200,8 +201,8 @@ void softrnic_work_init(struct work_struct *work, void (*fn)(struct work_struct 
 void softrnic_work_queue(struct work_struct *work, unsigned int cpu, bool bulk);
 void softrnic_rx_work_queue(struct work_struct *work);
 void softrnic_rxq_init(struct sk_buff_head *q);
-int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max);
-struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q);
+int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max, bool looped);
+struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q, bool *looped);
 void softrnic_rxq_purge(struct sk_buff_head *q);
 void softrnic_bh_disable(void);
 void softrnic_bh_enable(void);

@@ -40,7 +40,8 @@ pub(crate) const BATCH: usize = 16;
 
 /// Packets waiting to be sent.
 pub(crate) struct Outbox {
-    pkts: [Option<(Skb, IpRoute)>; BATCH],
+    /// Each with its route and destination QP.
+    pkts: [Option<(Skb, IpRoute, u32)>; BATCH],
     n: usize,
     /// Packets this outbox takes (at most `BATCH`).
     room: usize,
@@ -99,7 +100,7 @@ impl Outbox {
             return Err(SendFail::BadMemory);
         }
         tail.fill(0);
-        self.pkts[self.n] = Some((skb, *route));
+        self.pkts[self.n] = Some((skb, *route, h.bth.dest_qp));
         self.n += 1;
         Ok(())
     }
@@ -109,12 +110,20 @@ impl Outbox {
         let c = dev.counters();
         let mut cache = RouteCache::new();
         for p in self.pkts.iter_mut().take(self.n) {
-            let Some((mut skb, route)) = p.take() else {
+            let Some((mut skb, route, dest_qp)) = p.take() else {
                 continue;
             };
             let mut bytes = 0;
+            let looped = if route.saddr == route.daddr {
+                super::rx::loop_target(dev, dest_qp)
+            } else {
+                None
+            };
             let finished = skb.finish(ndev, &route, &mut cache, |pkt| {
                 bytes = pkt.len();
+                if looped.is_some() {
+                    return;
+                }
                 let n = pkt.len() - ICRC_LEN;
                 let (body, trailer) = pkt.split_at_mut(n);
                 if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
@@ -122,7 +131,13 @@ impl Outbox {
                 }
             });
             // No route: as if lost on the wire (RC retransmits).
-            let sent = finished.and_then(|()| skb.xmit());
+            let sent = finished.and_then(|()| match looped {
+                Some(qp) => {
+                    super::rx::loop_back(dev, skb, &qp);
+                    Ok(())
+                }
+                None => skb.xmit(),
+            });
             match sent {
                 Ok(()) => {
                     c.bump(Counter::TxPackets);

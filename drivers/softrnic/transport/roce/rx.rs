@@ -48,8 +48,29 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
     dev.counters().bump(Counter::RxPackets);
     let mut found = None;
     if let Some(skb) = steer(dev, skb, &mut found) {
-        receive_here(dev, skb, found.as_deref());
+        receive_here(dev, skb, found.as_deref(), false);
     }
+}
+
+/// The QP that takes a packet this device sends to its own address (both
+/// ends on one device, as NVMe over Fabrics in loopback) for QP `dest_qp`
+/// straight into its receive backlog (`loop_back`): a kernel RC or UC QP.
+/// A NIC turns a packet for its own port round inside it too; through the
+/// network stack (the loopback interface, then UDP) a packet cost about as
+/// much again as building and placing it.  None for any other QP, whose
+/// packets take the network stack: one that receives in place would run
+/// its receive, and so its own pump, inside this send.
+pub(crate) fn loop_target(dev: &IbDevice, dest_qp: u32) -> Option<Found<Qp>> {
+    dev.verbs().qps.get(dest_qp).filter(|qp| qp.steered())
+}
+
+/// Hand a finished packet to `qp`, its `loop_target`.  It never leaves the
+/// host, so it carries no ICRC and its receiver checks none.
+pub(crate) fn loop_back(dev: &IbDevice, skb: Skb, qp: &Qp) {
+    dev.counters().bump(Counter::RxPackets);
+    dev.counters().bump(Counter::LoopedPkts);
+    // (A steered QP takes it: queued, or counted as dropped.)
+    let _ = qp.rx_steer(skb.looped(), true);
 }
 
 /// The packet, if it is to be processed here (see `Qp::rx_steer`), and in
@@ -63,7 +84,7 @@ fn steer(dev: &IbDevice, skb: Skb, found: &mut Option<Found<Qp>>) -> Option<Skb>
     let Some(qp) = dest_qpn(&skb).and_then(|n| dev.verbs().qps.get(n)) else {
         return Some(skb);
     };
-    let skb = qp.rx_steer(skb)?;
+    let skb = qp.rx_steer(skb, false)?;
     *found = Some(qp);
     Some(skb)
 }
@@ -88,12 +109,13 @@ impl Qp {
     /// (rxe likewise hands every packet to a work item).  User QPs receive
     /// in place (a received packet moves an idle one's home instead, see
     /// `Qp::kick`): their pollers spin and a ping-pong's latency counts.
-    /// Returns the packet if it is to be processed here.
-    fn rx_steer(&self, skb: Skb) -> Option<Skb> {
+    /// Returns the packet if it is to be processed here.  `looped`: from
+    /// `loop_back`.
+    fn rx_steer(&self, skb: Skb, looped: bool) -> Option<Skb> {
         if !self.steered() {
             return Some(skb);
         }
-        match self.backlog.add(skb, BACKLOG_MAX) {
+        match self.backlog.add(skb, BACKLOG_MAX, looped) {
             Added::Queued => {
                 self.rx_work.queue();
                 None
@@ -118,18 +140,19 @@ impl Qp {
         let dev = self.dev();
         for _ in 0..DRAIN_BUDGET {
             let _bh = BhOff::new();
-            let Some(skb) = self.backlog.take() else {
+            let Some((skb, looped)) = self.backlog.take() else {
                 return;
             };
-            receive_here(&dev, skb, Some(self));
+            receive_here(&dev, skb, Some(self), looped);
         }
         self.rx_work.queue();
     }
 }
 
 /// Check a packet and hand it to its QP (or QPs); `known`, the QP it was
-/// addressed to, if the caller has it already.
-fn receive_here(dev: &IbDevice, skb: Skb, known: Option<&Qp>) {
+/// addressed to, if the caller has it already; `looped`, it comes from
+/// `loop_back` (no ICRC to check).
+fn receive_here(dev: &IbDevice, skb: Skb, known: Option<&Qp>, looped: bool) {
     let c = dev.counters();
     // The headers are in `data` (the linear area); the payload is read
     // where the network stack put it, in pieces, never linearised.
@@ -163,19 +186,19 @@ fn receive_here(dev: &IbDevice, skb: Skb, known: Option<&Qp>) {
     };
     // The ICRC before anything is placed; the copy that follows reads the
     // payload while it is hot.
-    let crc32_le = crate::glue::net::crc32_le;
-    let pkt =
-        match roce_wire::packet_in_pieces(headers, hdr, payload_len, &mut pieces[..n], crc32_le) {
-            Ok(p) => p,
-            Err(PiecesError::Malformed) => {
-                c.bump(Counter::RxMalformed);
-                return;
-            }
-            Err(PiecesError::BadIcrc) => {
-                c.bump(Counter::RxBadIcrc);
-                return;
-            }
-        };
+    let crc32_le: crate::crc::Update = crate::glue::net::crc32_le;
+    let icrc = (!looped).then_some(crc32_le);
+    let pkt = match roce_wire::packet_in_pieces(headers, hdr, payload_len, &mut pieces[..n], icrc) {
+        Ok(p) => p,
+        Err(PiecesError::Malformed) => {
+            c.bump(Counter::RxMalformed);
+            return;
+        }
+        Err(PiecesError::BadIcrc) => {
+            c.bump(Counter::RxBadIcrc);
+            return;
+        }
+    };
     if len > data.len() {
         c.bump(Counter::RxPaged);
     }

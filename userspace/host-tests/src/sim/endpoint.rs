@@ -686,6 +686,12 @@ fn read_in_pieces<'a>(frame: &'a [u8], pieces: &'a mut [&'a [u8]; 3]) -> Result<
     let b = a + (rest.len() - a) / 2;
     *pieces = [&rest[..a], &rest[a..b], &rest[b..]];
     let headers = &frame[..IP_UDP + header_len];
-    roce_wire::packet_in_pieces(headers, hdr, payload_len, pieces, crate::crc::crc32_update)
-        .map_err(|e| e == roce_wire::PiecesError::BadIcrc)
+    roce_wire::packet_in_pieces(
+        headers,
+        hdr,
+        payload_len,
+        pieces,
+        Some(crate::crc::crc32_update),
+    )
+    .map_err(|e| e == roce_wire::PiecesError::BadIcrc)
 }

@@ -330,13 +330,15 @@ impl Qp {
         true
     }
 
-    /// A kernel RC or UC QP whose peer is on this device: its packets go
-    /// straight into the peer's receive backlog, in the order they were
+    /// A kernel RC or UC QP whose peer is one on this device: its packets
+    /// go straight into the peer's receive backlog, in the order they were
     /// built, whichever CPU sends them (`rx::loop_back`), so it pumps
     /// wherever it is kicked (a work item on its home CPU cost a
     /// cross-CPU wakeup for most I/Os of NVMe over Fabrics in loopback).
     fn loops_back(&self, s: &crate::verbs::qp::QpInner) -> bool {
-        self.steered() && s.attrs.av.is_some_and(|av| av.sgid == av.dgid)
+        self.steered()
+            && s.attrs.av.is_some_and(|av| av.sgid == av.dgid)
+            && crate::transport::roce::rx::loop_target(&self.dev(), s.attrs.dest_qpn).is_some()
     }
 
     /// The CPU this QP's packets are sent from.

@@ -337,8 +337,11 @@ impl Qp {
     /// cross-CPU wakeup for most I/Os of NVMe over Fabrics in loopback).
     fn loops_back(&self, s: &crate::verbs::qp::QpInner) -> bool {
         self.steered()
-            && s.attrs.av.is_some_and(|av| av.sgid == av.dgid)
-            && crate::transport::roce::rx::loop_target(&self.dev(), s.attrs.dest_qpn).is_some()
+            && s.attrs.av.is_some_and(|av| {
+                let dev = self.dev();
+                crate::transport::roce::rx::loop_target(&dev, &av.sgid, &av.dgid, s.attrs.dest_qpn)
+                    .is_some()
+            })
     }
 
     /// The CPU this QP's packets are sent from.

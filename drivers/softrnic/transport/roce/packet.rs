@@ -114,11 +114,7 @@ impl Outbox {
                 continue;
             };
             let mut bytes = 0;
-            let looped = if route.saddr == route.daddr {
-                super::rx::loop_target(dev, dest_qp)
-            } else {
-                None
-            };
+            let looped = super::rx::loop_target(dev, &route.saddr, &route.daddr, dest_qp);
             let finished = skb.finish(ndev, &route, &mut cache, |pkt| {
                 bytes = pkt.len();
                 if looped.is_some() {

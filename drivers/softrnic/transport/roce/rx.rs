@@ -52,15 +52,24 @@ pub(crate) fn receive(dev: &IbDevice, skb: Skb) {
     }
 }
 
-/// The QP that takes a packet this device sends to its own address (both
-/// ends on one device, as NVMe over Fabrics in loopback) for QP `dest_qp`
-/// straight into its receive backlog (`loop_back`): a kernel RC or UC QP.
+/// The QP that takes a packet this device sends from `saddr` to `daddr`,
+/// the same address (both ends on one device, as NVMe over Fabrics in
+/// loopback), for QP `dest_qp` straight into its receive backlog
+/// (`loop_back`): a kernel RC or UC QP.
 /// A NIC turns a packet for its own port round inside it too; through the
 /// network stack (the loopback interface, then UDP) a packet cost about as
 /// much again as building and placing it.  None for any other QP, whose
 /// packets take the network stack: one that receives in place would run
 /// its receive, and so its own pump, inside this send.
-pub(crate) fn loop_target(dev: &IbDevice, dest_qp: u32) -> Option<Found<Qp>> {
+pub(crate) fn loop_target(
+    dev: &IbDevice,
+    saddr: &[u8; 16],
+    daddr: &[u8; 16],
+    dest_qp: u32,
+) -> Option<Found<Qp>> {
+    if saddr != daddr {
+        return None;
+    }
     dev.verbs().qps.get(dest_qp).filter(|qp| qp.steered())
 }
 

@@ -335,7 +335,7 @@ impl Qp {
     /// built, whichever CPU sends them (`rx::loop_back`), so it pumps
     /// wherever it is kicked (a work item on its home CPU cost a
     /// cross-CPU wakeup for most I/Os of NVMe over Fabrics in loopback).
-    fn loops_back(&self, s: &crate::verbs::qp::QpInner) -> bool {
+    pub(crate) fn loops_back(&self, s: &crate::verbs::qp::QpInner) -> bool {
         self.steered()
             && s.attrs.av.is_some_and(|av| {
                 let dev = self.dev();

@@ -15,8 +15,12 @@ pub(crate) struct Backlog(Opaque<b::sk_buff_head>);
 
 /// What `Backlog::add` did with a packet.
 pub(crate) enum Added {
-    /// Queued.
-    Queued,
+    /// Queued into an empty backlog: the caller must have it drained.
+    First,
+    /// Queued behind others.  Whoever queued the first of them has a
+    /// drain coming, and a drain ends only when it finds the backlog
+    /// empty, so it takes this one too.
+    Behind,
     /// Not queued: the backlog is full (the packet is freed).
     Full,
 }
@@ -38,7 +42,8 @@ impl Backlog {
         // SAFETY: an initialised backlog; we own the skb, and on 0 the
         // backlog owns it.
         match unsafe { b::softrnic_rxq_add(self.0.get(), p.as_ptr(), max, looped) } {
-            0 => Added::Queued,
+            0 => Added::First,
+            2 => Added::Behind,
             _ => {
                 // SAFETY: not queued: the skb is still ours.
                 drop(unsafe { Skb::from_raw(p) });
@@ -54,6 +59,12 @@ impl Backlog {
         let p = unsafe { b::softrnic_rxq_take(self.0.get(), &mut looped) };
         // SAFETY: as above.
         NonNull::new(p).map(|p| (unsafe { Skb::from_raw(p) }, looped))
+    }
+
+    /// Whether no packet waits (a snapshot: one may arrive at once).
+    pub(crate) fn is_empty(&self) -> bool {
+        // SAFETY: an initialised backlog.
+        unsafe { b::softrnic_rxq_empty(self.0.get()) }
     }
 
     /// Free every packet queued.

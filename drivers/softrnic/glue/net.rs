@@ -157,6 +157,35 @@ impl Skb {
         Ok(())
     }
 
+    /// Put the UDP and IP headers for `r` in front of a packet that stays
+    /// in this host (`rx::loop_back`): no route, so none is looked up or
+    /// held, and no ICRC.  Returns its length from the IP header.
+    pub(crate) fn finish_local(&mut self, ndev: &NetDevice, r: &IpRoute) -> Result<usize> {
+        let mut len = 0u32;
+        let mut err = 0;
+        // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
+        // the addresses are 16-byte arrays; a null route asks for none.
+        let p = unsafe {
+            b::softrnic_skb_push_headers(
+                self.0.as_ptr(),
+                ndev.0.as_ptr(),
+                r.saddr.as_ptr(),
+                r.daddr.as_ptr(),
+                r.sport,
+                r.tclass,
+                r.ttl,
+                r.flow_label,
+                core::ptr::null_mut(),
+                &mut len,
+                &mut err,
+            )
+        };
+        if p.is_null() {
+            return Err(Error::from_errno(if err < 0 { err } else { -22 }));
+        }
+        Ok(len as usize)
+    }
+
     /// Hand it to the IP layer (consumed whatever happens; dropped here if
     /// `finish` failed).
     pub(crate) fn xmit(self) -> Result {
@@ -164,14 +193,6 @@ impl Skb {
         core::mem::forget(self);
         // SAFETY: a finished skb we own; the IP layer takes it.
         check(unsafe { b::softrnic_skb_xmit(p) })
-    }
-
-    /// A finished packet turned round to this device's receive side
-    /// (`rx::loop_back`): it keeps its headers, not its route.
-    pub(crate) fn looped(self) -> Skb {
-        // SAFETY: a finished skb we own.
-        unsafe { b::softrnic_skb_loop(self.0.as_ptr()) };
-        self
     }
 
     /// A received packet: the bytes from its IP header that lie in its

@@ -461,8 +461,11 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
  * it.  *route, when set, is the route of the caller's previous packet to
  * the same place and is used again; when NULL, the route looked up is left
  * there with a reference of its own (softrnic_dst_release), so a batch of
- * packets looks its route up once.  Returns the IP header and the packet's
- * length from there, for the ICRC, or NULL with *err set (no route).
+ * packets looks its route up once.  route itself NULL: a packet that stays
+ * in this host (rx.rs, loop_back), given its headers and no route (and, as
+ * an atomic datagram, IP ID 0: RFC 6864).  Returns the IP header and the
+ * packet's length from there, for the ICRC, or NULL with *err set (no
+ * route).
  */
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
@@ -489,7 +492,9 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl.daddr, daddr + 12, 4);
 		memcpy(&fl.saddr, saddr + 12, 4);
-		if (*route) {
+		if (!route) {
+			/* Stays in this host: no route. */
+		} else if (*route) {
 			skb_dst_set(skb, dst_clone(*route));
 		} else {
 			rt = ip_route_output_key(net, &fl);
@@ -511,7 +516,10 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 		iph->protocol = IPPROTO_UDP;
 		iph->saddr = fl.saddr;
 		iph->daddr = fl.daddr;
-		__ip_select_ident(net, iph, 1);
+		if (route)
+			__ip_select_ident(net, iph, 1);
+		else
+			iph->id = 0;
 		iph->check = 0;
 		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
 		skb->ip_summed = CHECKSUM_NONE;
@@ -526,17 +534,19 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 
 		memcpy(&fl6.daddr, daddr, 16);
 		memcpy(&fl6.saddr, saddr, 16);
-		if (*route) {
-			dst = dst_clone(*route);
-		} else {
-			dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-			if (IS_ERR(dst)) {
-				*err = PTR_ERR(dst);
-				return NULL;
+		if (route) {
+			if (*route) {
+				dst = dst_clone(*route);
+			} else {
+				dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+				if (IS_ERR(dst)) {
+					*err = PTR_ERR(dst);
+					return NULL;
+				}
+				*route = dst_clone(dst);
 			}
-			*route = dst_clone(dst);
+			skb_dst_set(skb, dst);
 		}
-		skb_dst_set(skb, dst);
 		ip6h = skb_push(skb, sizeof(*ip6h));
 		skb_reset_network_header(skb);
 		ip6_flow_hdr(ip6h, tclass, htonl(flow_label & 0xfffff));
@@ -581,17 +591,6 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 #endif
 	}
 	return net_xmit_eval(err);
-}
-
-/*
- * A finished packet for the sending device's own address, turned round to
- * its receive side without the network stack (rx.rs, loop_back): it keeps
- * its headers and lets its route go (a queued packet must not hold the
- * route's netdev).
- */
-void softrnic_skb_loop(struct sk_buff *skb)
-{
-	skb_dst_drop(skb);
 }
 
 /* The kernel's CRC-32 (arch-optimised): one step of the ICRC. */
@@ -695,21 +694,27 @@ struct softrnic_rxq_cb {
 	bool looped;
 };
 
-/* 0: queued.  1: not queued, the backlog holds `max` (the caller drops it). */
+/*
+ * 0: queued into an empty backlog (the caller queues the work that drains
+ * it).  2: queued behind others (a drain that will reach it is owed
+ * already).  1: not queued, the backlog holds `max` (the caller drops it).
+ */
 int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max,
 		     bool looped)
 {
 	unsigned long flags;
-	int ret = 0;
+	int ret;
 
 	BUILD_BUG_ON(sizeof(struct softrnic_rxq_cb) > sizeof(skb->cb));
 	((struct softrnic_rxq_cb *)skb->cb)->looped = looped;
 
 	spin_lock_irqsave(&q->lock, flags);
-	if (skb_queue_len(q) >= max)
+	if (skb_queue_len(q) >= max) {
 		ret = 1;
-	else
+	} else {
+		ret = skb_queue_empty(q) ? 0 : 2;
 		__skb_queue_tail(q, skb);
+	}
 	spin_unlock_irqrestore(&q->lock, flags);
 	return ret;
 }
@@ -720,6 +725,11 @@ struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q, bool *looped)
 
 	*looped = skb && ((struct softrnic_rxq_cb *)skb->cb)->looped;
 	return skb;
+}
+
+bool softrnic_rxq_empty(struct sk_buff_head *q)
+{
+	return skb_queue_empty_lockless(q);
 }
 
 void softrnic_rxq_purge(struct sk_buff_head *q)
@@ -744,6 +754,12 @@ void softrnic_bh_enable(void)
 void softrnic_rx_work_queue(struct work_struct *work)
 {
 	queue_work(softrnic_rx_wq, work);
+}
+
+/* Not a hard interrupt or NMI, interrupts on. */
+bool softrnic_may_pump_here(void)
+{
+	return !in_hardirq() && !in_nmi() && !irqs_disabled();
 }
 
 /* Pin the caller to its CPU (preemption off) and say which it is. */

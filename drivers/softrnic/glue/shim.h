@@ -183,7 +183,6 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      struct dst_entry **route, u32 *len, int *err);
 void softrnic_dst_release(struct dst_entry *dst);
 int softrnic_skb_xmit(struct sk_buff *skb);
-void softrnic_skb_loop(struct sk_buff *skb);
 
 u32 softrnic_crc32_le(u32 crc, const u8 *p, size_t len);
 u32 softrnic_crc32c(u32 crc, const u8 *p, size_t len);
@@ -203,9 +202,11 @@ void softrnic_rx_work_queue(struct work_struct *work);
 void softrnic_rxq_init(struct sk_buff_head *q);
 int softrnic_rxq_add(struct sk_buff_head *q, struct sk_buff *skb, unsigned int max, bool looped);
 struct sk_buff *softrnic_rxq_take(struct sk_buff_head *q, bool *looped);
+bool softrnic_rxq_empty(struct sk_buff_head *q);
 void softrnic_rxq_purge(struct sk_buff_head *q);
 void softrnic_bh_disable(void);
 void softrnic_bh_enable(void);
+bool softrnic_may_pump_here(void);
 unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);

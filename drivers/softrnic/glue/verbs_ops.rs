@@ -1347,7 +1347,8 @@ pub(super) unsafe extern "C" fn post_send(
     }
     drop(s);
     q.flush_if_error();
-    // Kernel consumers may post from any context: the work item sends.
+    // Kernel consumers may post from any context: the work item sends
+    // (a QP whose packets stay in this host pumps here if it may).
     q.doorbell(false);
     ret
 }

@@ -29,7 +29,8 @@ pub(crate) enum Pumper {
 
 impl Qp {
     /// New work was posted (or the state changed): have it sent (`here`:
-    /// from a context that may transmit; else only from the work item).
+    /// from a context that may transmit; else from the work item, or here
+    /// for a QP whose packets stay in this host, see below).
     pub(crate) fn doorbell(&self, here: bool) {
         match self.transport {
             Transport::Roce if here => self.kick(Pumper::Doorbell),
@@ -37,9 +38,23 @@ impl Qp {
                 // A running pump takes the new work (as a kick's does)
                 // rather than a second run of the work item after it.
                 let mut s = self.inner.lock();
-                if !self.join_pump(&mut s, Pumper::Work) {
-                    self.queue_pump(&s.eng);
+                if self.join_pump(&mut s, Pumper::Work) {
+                    return;
                 }
+                // A QP whose packets stay in this host (`rx::loop_back`)
+                // never enters the network stack, so it may pump in the
+                // poster's context unless that is a hard interrupt or has
+                // interrupts off; a work item per post cost NVMe over
+                // Fabrics in loopback a wakeup and a context switch for
+                // every command and response.  (A pump may complete local
+                // operations and so call the CQ's handler here, as a post
+                // to a QP in ERR always has: `flush_if_error`.)
+                if self.loops_back(&s) && crate::glue::deferred::may_pump_here() {
+                    drop(s);
+                    self.pump(Pumper::Packet);
+                    return;
+                }
+                self.queue_pump(&s.eng);
             }
             Transport::Iwarp => self.iwarp_doorbell(here),
         }

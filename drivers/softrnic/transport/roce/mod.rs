@@ -126,8 +126,9 @@ impl Qp {
         // budget, or a full one at it, hands over; `rounds` bounds the
         // empty rounds that other contexts' `again` can cause.
         let mut spent = 0;
+        // One outbox for every round: `send` empties it.
+        let mut out = Outbox::new(room);
         for rounds in 1.. {
-            let mut out = Outbox::new(room);
             let mut after = After::default();
             let seen = {
                 let mut s = self.inner.lock();

@@ -105,37 +105,38 @@ impl Outbox {
         Ok(())
     }
 
-    /// Route, finish and send everything, in order (no lock held).
-    pub(crate) fn send(mut self, dev: &IbDevice, ndev: &NetDevice) {
+    /// Route, finish and send everything, in order (no lock held), and
+    /// leave the outbox empty.
+    pub(crate) fn send(&mut self, dev: &IbDevice, ndev: &NetDevice) {
         let c = dev.counters();
         let mut cache = RouteCache::new();
-        for p in self.pkts.iter_mut().take(self.n) {
+        let n = core::mem::take(&mut self.n);
+        for p in self.pkts.iter_mut().take(n) {
             let Some((mut skb, route, dest_qp)) = p.take() else {
                 continue;
             };
-            let mut bytes = 0;
-            let looped = super::rx::loop_target(dev, &route.saddr, &route.daddr, dest_qp);
-            let finished = skb.finish(ndev, &route, &mut cache, |pkt| {
-                bytes = pkt.len();
-                if looped.is_some() {
-                    return;
-                }
-                let n = pkt.len() - ICRC_LEN;
-                let (body, trailer) = pkt.split_at_mut(n);
-                if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
-                    trailer.copy_from_slice(&t);
-                }
-            });
-            // No route: as if lost on the wire (RC retransmits).
-            let sent = finished.and_then(|()| match looped {
-                Some(qp) => {
+            let sent = match super::rx::loop_target(dev, &route.saddr, &route.daddr, dest_qp) {
+                // It stays in this host: no route to look up, no ICRC.
+                Some(qp) => skb.finish_local(ndev, &route).inspect(|_| {
                     super::rx::loop_back(dev, skb, &qp);
-                    Ok(())
+                }),
+                None => {
+                    let mut bytes = 0;
+                    // No route: as if lost on the wire (RC retransmits).
+                    skb.finish(ndev, &route, &mut cache, |pkt| {
+                        bytes = pkt.len();
+                        let n = pkt.len() - ICRC_LEN;
+                        let (body, trailer) = pkt.split_at_mut(n);
+                        if let Some(t) = icrc::trailer_with(body, crate::glue::net::crc32_le) {
+                            trailer.copy_from_slice(&t);
+                        }
+                    })
+                    .and_then(|()| skb.xmit())
+                    .map(|()| bytes)
                 }
-                None => skb.xmit(),
-            });
+            };
             match sent {
-                Ok(()) => {
+                Ok(bytes) => {
                     c.bump(Counter::TxPackets);
                     c.add(Counter::SentBytes, bytes as u64);
                 }

@@ -7,10 +7,12 @@
 //! halves, which must not happen with the QP lock (IRQs off) held.
 
 use crate::glue::net::{IpRoute, RouteCache, Skb};
+use crate::glue::table::Found;
 use crate::glue::{IbDevice, NetDevice};
 use crate::icrc;
 use crate::psn::Psn;
 use crate::roce_wire::{self, Bth, Headers, Opcode, ICRC_LEN};
+use crate::verbs::qp::Qp;
 
 use crate::engine::Counter;
 use crate::roce::SendFail;
@@ -111,6 +113,9 @@ impl Outbox {
         let c = dev.counters();
         let mut cache = RouteCache::new();
         let n = core::mem::take(&mut self.n);
+        // A looped-back QP whose receive work is owed a wakeup
+        // (`rx::loop_back`): woken once this batch is handed over.
+        let mut wake: Option<Found<Qp>> = None;
         for p in self.pkts.iter_mut().take(n) {
             let Some((mut skb, route, dest_qp)) = p.take() else {
                 continue;
@@ -118,7 +123,12 @@ impl Outbox {
             let sent = match super::rx::loop_target(dev, &route.saddr, &route.daddr, dest_qp) {
                 // It stays in this host: no route to look up, no ICRC.
                 Some(qp) => skb.finish_local(ndev, &route).inspect(|_| {
-                    super::rx::loop_back(dev, skb, &qp);
+                    if super::rx::loop_back(dev, skb, &qp) {
+                        if let Some(prev) = wake.take().filter(|w| w.qpn() != qp.qpn()) {
+                            prev.rx_wake();
+                        }
+                        wake = Some(qp);
+                    }
                 }),
                 None => {
                     let mut bytes = 0;
@@ -142,6 +152,9 @@ impl Outbox {
                 }
                 Err(_) => c.bump(Counter::SendErr),
             }
+        }
+        if let Some(qp) = wake {
+            qp.rx_wake();
         }
     }
 }

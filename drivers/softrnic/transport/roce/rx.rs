@@ -77,12 +77,16 @@ pub(crate) fn loop_target(
 }
 
 /// Hand a finished packet to `qp`, its `loop_target`.  It never leaves the
-/// host, so it carries no ICRC and its receiver checks none.
-pub(crate) fn loop_back(dev: &IbDevice, skb: Skb, qp: &Qp) {
+/// host, so it carries no ICRC and its receiver checks none.  True: it went
+/// into an empty backlog, and the caller must wake `qp`'s receive work
+/// (`Qp::rx_wake`) once it has handed over the rest of its batch.  Woken
+/// for each packet, the work drained them one at a time as they came: a
+/// wakeup and two context switches a packet.
+#[must_use]
+pub(crate) fn loop_back(dev: &IbDevice, skb: Skb, qp: &Qp) -> bool {
     dev.counters().bump(Counter::RxPackets);
     dev.counters().bump(Counter::LoopedPkts);
-    // (A steered QP takes it: queued, or counted as dropped.)
-    let _ = qp.rx_steer(skb, true);
+    qp.rx_add(skb, true)
 }
 
 /// The packet, if it is to be processed here (see `Qp::rx_steer`), and in
@@ -127,20 +131,31 @@ impl Qp {
         if !self.steered() {
             return Some(skb);
         }
+        if self.rx_add(skb, looped) {
+            self.rx_wake();
+        }
+        None
+    }
+
+    /// Queue a packet in a steered QP's backlog (or count it dropped when
+    /// the backlog is full).  True when the backlog was empty: the caller
+    /// must then `rx_wake` it.  While it holds packets a drain is owed
+    /// already (one runs until it finds the backlog empty), and queueing
+    /// the work for every packet cost as much as handing the packet over.
+    fn rx_add(&self, skb: Skb, looped: bool) -> bool {
         match self.backlog.add(skb, BACKLOG_MAX, looped) {
-            // Queueing the work for every packet cost as much as handing
-            // the packet over; while the backlog holds packets a drain is
-            // owed already.
-            Added::First => {
-                self.rx_work.queue();
-                None
-            }
-            Added::Behind => None,
+            Added::First => true,
+            Added::Behind => false,
             Added::Full => {
                 self.count(Counter::RxDropped);
-                None
+                false
             }
         }
+    }
+
+    /// Have the receive work drain the backlog.
+    pub(crate) fn rx_wake(&self) {
+        self.rx_work.queue();
     }
 
     /// A kernel RC or UC QP (`rx_steer`).

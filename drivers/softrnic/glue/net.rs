@@ -129,10 +129,32 @@ impl Skb {
             cache.release();
             cache.route = *r;
         }
+        icrc(self.push_headers(ndev, r, &mut cache.dst)?);
+        Ok(())
+    }
+
+    /// Put the UDP and IP headers for `r` in front of a packet that stays
+    /// in this host (`rx::loop_back`): no route, so none is looked up or
+    /// held, and no ICRC.  Returns its length from the IP header.
+    pub(crate) fn finish_local(&mut self, ndev: &NetDevice, r: &IpRoute) -> Result<usize> {
+        self.push_headers(ndev, r, core::ptr::null_mut())
+            .map(|pkt| pkt.len())
+    }
+
+    /// The shim's header push for `finish` (`route`: its route cache's
+    /// slot) and `finish_local` (null: no route); the packet from its IP
+    /// header on.
+    fn push_headers(
+        &mut self,
+        ndev: &NetDevice,
+        r: &IpRoute,
+        route: *mut *mut b::dst_entry,
+    ) -> Result<&mut [u8]> {
         let mut len = 0u32;
         let mut err = 0;
         // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
-        // the addresses are 16-byte arrays.
+        // the addresses are 16-byte arrays; `route` is a route cache's slot
+        // (`finish`) or null, which asks for no route (`finish_local`).
         let p = unsafe {
             b::softrnic_skb_push_headers(
                 self.0.as_ptr(),
@@ -143,7 +165,7 @@ impl Skb {
                 r.tclass,
                 r.ttl,
                 r.flow_label,
-                &mut cache.dst,
+                route,
                 &mut len,
                 &mut err,
             )
@@ -152,38 +174,8 @@ impl Skb {
             return Err(Error::from_errno(if err < 0 { err } else { -22 }));
         }
         // SAFETY: the shim returns the network header and the bytes from
-        // there to the end of the linear skb.
-        icrc(unsafe { core::slice::from_raw_parts_mut(p, len as usize) });
-        Ok(())
-    }
-
-    /// Put the UDP and IP headers for `r` in front of a packet that stays
-    /// in this host (`rx::loop_back`): no route, so none is looked up or
-    /// held, and no ICRC.  Returns its length from the IP header.
-    pub(crate) fn finish_local(&mut self, ndev: &NetDevice, r: &IpRoute) -> Result<usize> {
-        let mut len = 0u32;
-        let mut err = 0;
-        // SAFETY: an skb from `alloc` for this netdev, headers not yet pushed;
-        // the addresses are 16-byte arrays; a null route asks for none.
-        let p = unsafe {
-            b::softrnic_skb_push_headers(
-                self.0.as_ptr(),
-                ndev.0.as_ptr(),
-                r.saddr.as_ptr(),
-                r.daddr.as_ptr(),
-                r.sport,
-                r.tclass,
-                r.ttl,
-                r.flow_label,
-                core::ptr::null_mut(),
-                &mut len,
-                &mut err,
-            )
-        };
-        if p.is_null() {
-            return Err(Error::from_errno(if err < 0 { err } else { -22 }));
-        }
-        Ok(len as usize)
+        // there to the end of the linear skb, borrowed through `&mut self`.
+        Ok(unsafe { core::slice::from_raw_parts_mut(p, len as usize) })
     }
 
     /// Hand it to the IP layer (consumed whatever happens; dropped here if

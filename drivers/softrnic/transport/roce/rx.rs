@@ -192,7 +192,7 @@ impl Qp {
             self.kick(crate::transport::Pumper::Packet);
         }
         if !self.backlog.is_empty() {
-            self.rx_work.queue();
+            self.rx_wake();
         }
     }
 }

@@ -20,6 +20,7 @@ mod restrack;
 pub(crate) mod ring;
 pub(crate) mod table;
 pub(crate) mod tcp;
+pub(crate) mod txbuf;
 pub(crate) mod umem;
 mod verbs_ops;
 

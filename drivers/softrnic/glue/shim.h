@@ -238,6 +238,8 @@ void softrnic_tcp_ctx_free(void *ctx);
 void softrnic_sockaddr_from_gid(const u8 *gid, u16 port,
 				struct sockaddr_storage *out);
 void softrnic_sockaddr_gid(const struct sockaddr_storage *a, u8 *gid);
+bool softrnic_addr_local(struct net_device *ndev,
+			 const struct sockaddr_storage *a);
 int softrnic_tcp_listen(struct net_device *ndev,
 			const struct sockaddr_storage *addr, bool v6only,
 			int backlog, void *ctx, struct softrnic_tcp **out);
@@ -257,6 +259,11 @@ unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);
 bool softrnic_tcp_closed(struct softrnic_tcp *t);
 bool softrnic_tcp_connecting(struct softrnic_tcp *t);
 int softrnic_tcp_error(struct softrnic_tcp *t);
+/* (At most this many pages per softrnic_tcp_send_pages.) */
+#define SOFTRNIC_SEND_PAGES 16
+int softrnic_tcp_send_pages(struct softrnic_tcp *t, struct page **pages,
+			    unsigned int n, unsigned int offset, size_t len);
+void *softrnic_page_address(struct page *page);
 int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
 		       struct sockaddr_storage *remote);
 int softrnic_tcp_read(struct softrnic_tcp *t, bool locked);

@@ -48,6 +48,13 @@ impl SockAddr {
         unsafe { b::softrnic_sockaddr_gid(&self.0, g.as_mut_ptr()) };
         g
     }
+
+    /// An address of this host in `ndev`'s namespace: a connection to it
+    /// never leaves the host.
+    pub(crate) fn is_local(&self, ndev: &NetDevice) -> bool {
+        // SAFETY: a held netdev; `self` is a readable sockaddr_storage.
+        unsafe { b::softrnic_addr_local(ndev.0.as_ptr(), &self.0) }
+    }
 }
 
 /// What a socket callback reports.
@@ -382,6 +389,35 @@ impl TcpRef<'_> {
 impl Tcp {
     pub(crate) fn send(&self, bytes: &[u8], more: bool) -> Result<usize> {
         self.as_ref().send(bytes, more)
+    }
+
+    /// Send `len` bytes lying in `pages` from `offset` in the first (each
+    /// page but the last full) by reference: the count taken (0 when the
+    /// socket is full).  The socket keeps its own reference on each page
+    /// it took bytes of; those bytes must not change.
+    pub(crate) fn send_pages(
+        &self,
+        pages: &[*mut b::page],
+        offset: usize,
+        len: usize,
+    ) -> Result<usize> {
+        // SAFETY: a live socket; the shim reads at most `pages.len()` page
+        // pointers, each a page the caller owns, and takes its own
+        // references on those it keeps.
+        let r = unsafe {
+            b::softrnic_tcp_send_pages(
+                self.raw.as_ptr(),
+                pages.as_ptr().cast_mut(),
+                pages.len() as u32,
+                offset as u32,
+                len,
+            )
+        };
+        match errno(r) {
+            Ok(n) => Ok(n as usize),
+            Err(e) if e == EAGAIN => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 
     /// Send `buf` from `*off` until all is taken or the socket is full,

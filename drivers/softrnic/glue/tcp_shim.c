@@ -15,7 +15,11 @@
 #include <net/sock.h>
 #include <net/ipv6.h>
 #include <net/inet_sock.h>
+#include <net/route.h>
+#include <net/addrconf.h>
 #include <linux/skbuff.h>
+#include <linux/bvec.h>
+#include <linux/uio.h>
 
 struct softrnic_tcp {
 	struct socket *sock;
@@ -162,6 +166,26 @@ void softrnic_sockaddr_gid(const struct sockaddr_storage *a, u8 *gid)
 	} else if (a->ss_family == AF_INET6) {
 		memcpy(gid, &((const struct sockaddr_in6 *)a)->sin6_addr, 16);
 	}
+}
+
+/* `a` is an address of this host in the namespace of `ndev`: a connection
+ * to it never leaves the host (TCP runs it over the loopback device). */
+bool softrnic_addr_local(struct net_device *ndev,
+			 const struct sockaddr_storage *a)
+{
+	struct net *net = dev_net(ndev);
+
+	if (a->ss_family == AF_INET)
+		return inet_addr_type(net,
+				      ((const struct sockaddr_in *)a)->sin_addr.s_addr) ==
+		       RTN_LOCAL;
+#if IS_ENABLED(CONFIG_IPV6)
+	if (a->ss_family == AF_INET6)
+		return ipv6_chk_addr(net,
+				     &((const struct sockaddr_in6 *)a)->sin6_addr,
+				     NULL, 0);
+#endif
+	return false;
 }
 
 /* A listening socket on `addr` (a wildcard address listens on every address
@@ -372,6 +396,44 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 	};
 
 	return kernel_sendmsg(t->sock, &msg, &iov, 1, len);
+}
+
+/* Send `len` bytes lying in `pages` (from `offset` in the first; every
+ * page but the last full) by reference: TCP takes its own reference on each
+ * page it keeps (MSG_SPLICE_PAGES) and copies nothing (it copies instead
+ * over a route without scatter-gather).  The count taken (maybe fewer than
+ * `len`), -EAGAIN when nothing fits, or another error (the connection is
+ * broken).  The pages are ordinary ones (alloc_page), as splicing needs. */
+int softrnic_tcp_send_pages(struct softrnic_tcp *t, struct page **pages,
+			    unsigned int n, unsigned int offset, size_t len)
+{
+	struct bio_vec bv[SOFTRNIC_SEND_PAGES];
+	struct msghdr msg = {
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_SPLICE_PAGES,
+	};
+	size_t left = len;
+	unsigned int i;
+
+	if (n > ARRAY_SIZE(bv))
+		n = ARRAY_SIZE(bv);
+	for (i = 0; i < n && left; i++) {
+		unsigned int off = i ? 0 : offset;
+		unsigned int k;
+
+		if (off >= PAGE_SIZE)
+			return -EINVAL;
+		k = min_t(size_t, left, PAGE_SIZE - off);
+		bvec_set_page(&bv[i], pages[i], k, off);
+		left -= k;
+	}
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, i, len - left);
+	return sock_sendmsg(t->sock, &msg);
+}
+
+/* The kernel address of a page allocated without __GFP_HIGHMEM. */
+void *softrnic_page_address(struct page *page)
+{
+	return page_address(page);
 }
 
 /* The largest segment the connection sends (for FPDU sizing). */

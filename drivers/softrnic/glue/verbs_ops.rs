@@ -985,7 +985,7 @@ pub(super) unsafe extern "C" fn modify_qp(
     })();
     q.after(after);
     if let Some((cep, reset)) = ending {
-        cep.disconnect(&[], reset);
+        cep.disconnect(None, reset);
     }
     if let Some(j) = join_ended {
         j.end();

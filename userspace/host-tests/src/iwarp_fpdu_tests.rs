@@ -174,6 +174,33 @@ fn lengths_pad_and_crc() {
     assert_eq!(crc_bytes(crc32c(&[0u8; 32])), [0xAA, 0x36, 0x91, 0x8A]);
 }
 
+/// A payload fed to the CRC in pieces (as it lies in the transmit pages)
+/// gives the trailer of the whole payload, pad and CRC alike.
+#[test]
+fn a_trailer_over_pieces_is_the_trailer_of_the_whole() {
+    use crate::crc::{crc32c_update, Update};
+    let step = Some(crc32c_update as Update);
+    let mut hdr = [0u8; MAX_HEADER];
+    let n = build_header(&mut hdr, &samples()[0], 4099).unwrap();
+    let payload: Vec<u8> = (0..4099u32).map(|i| (i * 7 + 3) as u8).collect();
+    for crc in [None, step] {
+        let whole = Trailer::new(&hdr[..n], &[&payload], crc);
+        for cuts in [
+            vec![0, 4099],
+            vec![0, 1, 4096, 4099],
+            vec![0, 100, 101, 2000, 4099],
+        ] {
+            let t = Trailer::over(&hdr[..n], payload.len(), crc, |c| {
+                for w in cuts.windows(2) {
+                    c.update(&payload[w[0]..w[1]]);
+                }
+            });
+            assert_eq!(t.as_bytes(), whole.as_bytes(), "cuts {cuts:?}");
+        }
+        assert_eq!(whole.as_bytes().len(), pad_len(n - LEN_FIELD + 4099) + 4);
+    }
+}
+
 #[test]
 fn refused_headers_name_their_terminate_cause() {
     let send = Header {

@@ -73,14 +73,27 @@ impl Trailer {
     /// `crc`: the CRC-32C step, `None` without CRC.
     pub(crate) fn new(header: &[u8], payload: &[&[u8]], crc: Option<Update>) -> Trailer {
         let payload_len: usize = payload.iter().map(|p| p.len()).sum();
+        Trailer::over(header, payload_len, crc, |c| {
+            for p in payload {
+                c.update(p);
+            }
+        })
+    }
+
+    /// As `new`, for a payload of `payload_len` bytes that `payload` feeds
+    /// to the CRC piece by piece (a payload that lies in pages).
+    pub(crate) fn over(
+        header: &[u8],
+        payload_len: usize,
+        crc: Option<Update>,
+        payload: impl FnOnce(&mut Crc),
+    ) -> Trailer {
         let pad = pad_len(header.len() - LEN_FIELD + payload_len);
         let mut bytes = [0u8; 3 + CRC_LEN];
         if let Some(step) = crc {
             let mut c = Crc::new(step);
             c.update(header);
-            for p in payload {
-                c.update(p);
-            }
+            payload(&mut c);
             c.update(&bytes[..pad]);
             bytes[pad..pad + CRC_LEN].copy_from_slice(&crc_bytes(c.finish()));
         }

@@ -27,22 +27,33 @@ use super::join::join_timeout_ms;
 use crate::engine::Counter;
 use crate::glue::iw_ops::{CmEvent, CmEventKind, CmId, ConnParam};
 use crate::glue::tcp::{SockAddr, Tcp, TcpEvent, TcpHandler, TcpRef};
+use crate::glue::txbuf::TxBuf;
 use crate::glue::{HeldIbDevice, IbDevice};
 use crate::iwarp::join::JoinRequest;
 use crate::iwarp::mpa::{self, CrcPolicy, FrameReader, Kind, Need, Negotiated, Policy};
 use crate::qp_state::QpState;
 use crate::verbs::qp::After;
 
-/// How softrnic sets up connections: revision 2 with the IRD/ORD words
-/// (siw's default too), CRC as the `mpa_crc` module parameter says (by
-/// default asked for, as RFC 5044 wants; a responder that asks gets it from
-/// a peer that did not, as the rules allow), peer-to-peer mode (RFC 6581)
-/// asked for as the `mpa_rtr` parameter says and granted to a peer that
-/// asks, RFC 7306 offered and taken (only a softrnic peer has it).
-fn policy(dev: &IbDevice) -> Policy {
+/// How softrnic sets up a connection to `remote`: revision 2 with the
+/// IRD/ORD words (siw's default too), CRC as the `mpa_crc` module parameter
+/// says (by default asked for, as RFC 5044 wants; a responder that asks
+/// gets it from a peer that did not, as the rules allow), peer-to-peer mode
+/// (RFC 6581) asked for as the `mpa_rtr` parameter says and granted to a
+/// peer that asks, RFC 7306 offered and taken (only a softrnic peer has
+/// it).
+///
+/// A connection to an address of this host (an NVMe-oF or NFS target and
+/// its host on one device) never meets a wire: TCP runs it over the
+/// loopback device, which does not even checksum.  There "asked for"
+/// becomes "used if the peer asks", as RoCE's own loopback drops its ICRC;
+/// the CRC was a second pass over every byte on each side.  `mpa_crc=2`
+/// still requires it.
+fn policy(dev: &IbDevice, remote: &SockAddr) -> Policy {
     let l = dev.limits();
+    let local = || dev.port_netdev().is_some_and(|nd| remote.is_local(&nd));
     let crc = match crate::module_parameters::mpa_crc.value() {
         0 => CrcPolicy::Off,
+        1 if local() => CrcPolicy::Off,
         1 => CrcPolicy::On,
         _ => CrcPolicy::Required,
     };
@@ -485,8 +496,8 @@ impl Cep {
                     }
                     q.iw.take()
                 };
-                if let Some(st) = &stream {
-                    self.drain_more(st.unsent());
+                if let Some(tx) = stream.as_ref().and_then(|st| st.unsent()) {
+                    self.drain_more(tx);
                 }
                 // (The stream's last references to us and the socket go
                 // with no lock held.)
@@ -616,7 +627,7 @@ impl Cep {
     /// FIN; a peer that does not take it by the deadline is reset.  (A
     /// reset would drop what TCP still holds too: perftest's server sends
     /// its last message and destroys its id at once.)
-    pub(crate) fn disconnect(&self, unsent: &[u8], reset: bool) {
+    pub(crate) fn disconnect(&self, unsent: Option<&TxBuf>, reset: bool) {
         let mut todo = Todo::default();
         let mut drain = None;
         {
@@ -632,7 +643,7 @@ impl Cep {
             let _ = todo.events.push((CmEventKind::Close, 0), GFP_ATOMIC);
             if let Some(t) = s.tcp.clone() {
                 s.phase = Phase::Draining;
-                if s.tail.extend_from_slice(unsent, GFP_ATOMIC).is_err() {
+                if unsent.is_some_and(|u| u.copy_into(&mut s.tail).is_err()) {
                     t.set_abort();
                 }
                 arm_deadline(&mut s, &t);
@@ -651,12 +662,12 @@ impl Cep {
     }
 
     /// Bytes for a draining connection's socket (after those it has).
-    pub(crate) fn drain_more(&self, bytes: &[u8]) {
+    pub(crate) fn drain_more(&self, bytes: &TxBuf) {
         if bytes.is_empty() {
             return;
         }
         let mut s = self.inner.lock();
-        if s.phase == Phase::Draining && s.tail.extend_from_slice(bytes, GFP_ATOMIC).is_err() {
+        if s.phase == Phase::Draining && bytes.copy_into(&mut s.tail).is_err() {
             // (Cannot keep them: the peer must not take a stream cut
             // short for a whole one.)
             if let Some(t) = &s.tcp {
@@ -740,7 +751,7 @@ impl Cep {
 
     /// A whole MPA reply arrived (active).
     fn on_reply(self: ArcBorrow<'_, Self>, s: &mut CepInner, todo: &mut Todo) {
-        let pol = policy(self.dev());
+        let pol = policy(self.dev(), &s.remote);
         let outcome = {
             let Ok(req) = mpa::parse(Kind::Request, &s.request) else {
                 self.end(s, todo, ECONNABORTED.to_errno(), true);
@@ -971,7 +982,7 @@ fn answer_locked(
     private: &[u8],
     buf: &mut KVec<u8>,
 ) -> Result<(Arc<Tcp>, Negotiated)> {
-    let pol = policy(cep.dev());
+    let pol = policy(cep.dev(), &s.remote);
     let tcp = s.tcp.clone().ok_or(ECONNRESET)?;
     let req = s.reader.frame().map_err(|_| EINVAL)?;
     let decision = mpa::accept(&pol, &req, clamp16(ird), clamp16(ord)).map_err(|_| EINVAL)?;
@@ -1339,7 +1350,7 @@ fn open(
     let ndev = dev.port_netdev().ok_or(ENODEV)?;
     let cep = Cep::new(dev, Role::Active)?;
     let (ird, ord) = (clamp16(ird), clamp16(ord));
-    let req = mpa::request(&policy(dev), ird, ord, private);
+    let req = mpa::request(&policy(dev, &remote), ird, ord, private);
     let mut buf = KVec::new();
     buf.resize(req.wire_len(), 0, GFP_KERNEL)?;
     req.build(&mut buf).map_err(|_| EINVAL)?;

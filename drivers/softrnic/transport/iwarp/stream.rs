@@ -7,9 +7,10 @@
 //! Receiving runs in the socket's callback: bytes are parsed and placed
 //! where they lie in the socket's buffers, under the QP lock.  Sending runs
 //! in the QP's work item (process context: the socket may sleep): FPDUs are
-//! built under the QP lock into the stream's transmit buffer, from the
-//! pinned memory, and handed to the socket with the lock dropped; a full
-//! socket resumes on its write-space callback.
+//! built under the QP lock into the stream's transmit buffer (pages the
+//! socket takes by reference, `TxBuf`: the one copy of each payload byte
+//! is from the memory region into them), and handed to the socket with the
+//! lock dropped; a full socket resumes on its write-space callback.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -22,6 +23,7 @@ use crate::engine::sq::{wqe_sges, SendQueue, Track, MAX_SGE};
 use crate::engine::Counter;
 use crate::glue::net::crc32c;
 use crate::glue::tcp::Tcp;
+use crate::glue::txbuf::TxBuf;
 use crate::glue::IbDevice;
 use crate::iwarp::fpdu::{build_header, cause, Cause, Segment, Trailer, MAX_HEADER};
 use crate::iwarp::fpdu::{AtomicRequest, AtomicResponse, ReadRequest, Terminate};
@@ -69,9 +71,8 @@ pub(crate) struct Stream {
     /// failed (a length or protection error), else it is flushed.
     recv_status: Option<u8>,
     crc: bool,
-    /// Built FPDUs the socket has not taken yet (from `tx_off`).
-    tx: KVec<u8>,
-    tx_off: usize,
+    /// Built FPDUs the socket has not taken yet.
+    tx: TxBuf,
     /// Bytes of the stream the socket has taken (SENDs and WRITEs that
     /// end within them are done: `Outbound::taken`).
     taken: u64,
@@ -104,10 +105,7 @@ impl Stream {
     /// Restrack's driver details of the stream (`Qp::details`).
     pub(crate) fn details(&self, put: &mut dyn FnMut(&'static CStr, u64)) {
         put(c"stream_sent", self.taken);
-        put(
-            c"stream_queued",
-            self.tx.len().saturating_sub(self.tx_off) as u64,
-        );
+        put(c"stream_queued", self.tx.len() as u64);
         put(c"mpa_crc", u64::from(self.crc));
         put(c"broken", u64::from(self.broken));
     }
@@ -117,11 +115,8 @@ impl Stream {
     /// its work requests; the socket may hold the start of an FPDU);
     /// nothing if the stream failed.  (A TERMINATE owed is not built: the
     /// consumer's close comes first.)
-    pub(crate) fn unsent(&self) -> &[u8] {
-        if self.broken {
-            return &[];
-        }
-        self.tx.get(self.tx_off..).unwrap_or(&[])
+    pub(crate) fn unsent(&self) -> Option<&TxBuf> {
+        (!self.broken).then_some(&self.tx)
     }
 
     /// The receive a SEND was being placed into when the stream stopped
@@ -199,8 +194,7 @@ impl Stream {
                 recv: None,
                 recv_status: None,
                 crc: neg.crc,
-                tx: KVec::new(),
-                tx_off: 0,
+                tx: TxBuf::default(),
                 taken: 0,
                 broken: false,
                 term: None,
@@ -501,7 +495,7 @@ struct OutIo<'a> {
     q: SendQueue<'a>,
     answers: &'a mut KVec<Answer>,
     inb: &'a mut InboundState,
-    tx: &'a mut KVec<u8>,
+    tx: &'a mut TxBuf,
     /// Bytes `tx` may hold before the socket takes them.
     ahead: usize,
     /// The stream position of `tx`'s first byte.
@@ -523,7 +517,7 @@ impl Stream {
             q,
             answers: &mut self.answers,
             inb: &mut self.inb,
-            base: self.taken - self.tx_off as u64,
+            base: self.taken,
             tx: &mut self.tx,
             ahead,
             crc: self.crc,
@@ -537,27 +531,27 @@ impl OutIo<'_> {
     fn wqe(&self, index: u32) -> Option<SendWqe> {
         self.q.sq.read::<SendWqe>(index, 0)
     }
+}
 
-    /// Copy the payload of `src` at `offset` into `dst`.
-    fn load(&self, src: Source, offset: u32, dst: &mut [u8]) -> bool {
-        match src {
-            Source::None => dst.is_empty(),
-            Source::Wqe(i) => match self.wqe(i) {
-                Some(w) => self.q.load(i, &w, offset, dst),
-                None => false,
-            },
-            Source::Local { stag, to } => {
-                dst.is_empty()
-                    || mem::with_remote(
-                        self.q.dev.verbs(),
-                        self.q.qp.requestor(),
-                        stag,
-                        to.wrapping_add(u64::from(offset)),
-                        dst.len() as u64,
-                        REMOTE_READ,
-                        |m, iova| m.copy(iova, Data::Load(dst)),
-                    ) == Ok(true)
-            }
+/// Copy the payload of `src` at `offset` into `dst`.
+fn load(q: &SendQueue<'_>, src: Source, offset: u32, dst: &mut [u8]) -> bool {
+    match src {
+        Source::None => dst.is_empty(),
+        Source::Wqe(i) => match q.sq.read::<SendWqe>(i, 0) {
+            Some(w) => q.load(i, &w, offset, dst),
+            None => false,
+        },
+        Source::Local { stag, to } => {
+            dst.is_empty()
+                || mem::with_remote(
+                    q.dev.verbs(),
+                    q.qp.requestor(),
+                    stag,
+                    to.wrapping_add(u64::from(offset)),
+                    dst.len() as u64,
+                    REMOTE_READ,
+                    |m, iova| m.copy(iova, Data::Load(dst)),
+                ) == Ok(true)
         }
     }
 }
@@ -620,29 +614,30 @@ impl OutboundIo for OutIo<'_> {
             return Err(EmitFail::Full);
         }
         let start = self.tx.len();
-        self.tx
-            .extend_from_slice(&hdr[..n], GFP_ATOMIC)
-            .map_err(|_| EmitFail::Full)?;
+        self.tx.append(&hdr[..n]).map_err(|_| EmitFail::Full)?;
         let at = self.tx.len();
-        if self.tx.resize(at + len, 0, GFP_ATOMIC).is_err() {
+        // The payload, copied once: from the memory into the pages the
+        // socket sends from.
+        let mut bad = false;
+        let q = &self.q;
+        let r = self.tx.append_with(len, |o, piece| {
+            bad = !load(q, src, seg.offset.wrapping_add(o as u32), piece);
+            !bad
+        });
+        if r.is_err() {
             self.tx.truncate(start);
-            return Err(EmitFail::Full);
-        }
-        // (Split borrows: the payload is written in place.)
-        let mut payload = core::mem::take(self.tx);
-        let ok = self.load(src, seg.offset, &mut payload[at..at + len]);
-        *self.tx = payload;
-        if !ok {
-            self.tx.truncate(start);
-            return Err(EmitFail::BadMemory);
+            return Err(if bad {
+                EmitFail::BadMemory
+            } else {
+                EmitFail::Full
+            });
         }
         let step: crate::crc::Update = crc32c;
-        let t = Trailer::new(
-            &self.tx[start..at],
-            &[&self.tx[at..at + len]],
-            self.crc.then_some(step),
-        );
-        if self.tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC).is_err() {
+        let tx = &*self.tx;
+        let t = Trailer::over(&hdr[..n], len, self.crc.then_some(step), |c| {
+            tx.pieces(at, len, |p| c.update(p))
+        });
+        if self.tx.append(t.as_bytes()).is_err() {
             self.tx.truncate(start);
             return Err(EmitFail::Full);
         }
@@ -671,10 +666,21 @@ impl OutboundIo for OutIo<'_> {
     }
 }
 
+/// Append an FPDU with no payload (its headers and its trailer) whole,
+/// or nothing.
+fn append_fpdu(tx: &mut TxBuf, hdr: &[u8], trailer: &[u8]) -> Result {
+    let start = tx.len();
+    let r = tx.append(hdr).and_then(|()| tx.append(trailer));
+    if r.is_err() {
+        tx.truncate(start);
+    }
+    r
+}
+
 /// RFC 6581's RTR as a zero-length WRITE, appended to `tx`.  It names no
 /// buffer and a receiver must not check its STag; 1 rather than 0, which
 /// some hardware treats specially (siw sends 1 too).
-fn rtr_fpdu(tx: &mut KVec<u8>, crc: bool) -> Result {
+fn rtr_fpdu(tx: &mut TxBuf, crc: bool) -> Result {
     let hdr = Header {
         opcode: Opcode::Write,
         last: true,
@@ -685,15 +691,13 @@ fn rtr_fpdu(tx: &mut KVec<u8>, crc: bool) -> Result {
     let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
     let step: crate::crc::Update = crc32c;
     let t = Trailer::new(&b[..n], &[], crc.then_some(step));
-    tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
-    tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;
-    Ok(())
+    append_fpdu(tx, &b[..n], t.as_bytes())
 }
 
 /// A TERMINATE for `c` (RFC 5040 section 7: untagged queue 2, MSN 1,
 /// alone in its FPDU; no copy of the faulty headers, as for a catastrophic
 /// error), appended to `tx`.
-fn terminate_fpdu(tx: &mut KVec<u8>, c: Cause, crc: bool) -> Result {
+fn terminate_fpdu(tx: &mut TxBuf, c: Cause, crc: bool) -> Result {
     let hdr = Header {
         opcode: Opcode::Terminate,
         last: true,
@@ -714,9 +718,7 @@ fn terminate_fpdu(tx: &mut KVec<u8>, c: Cause, crc: bool) -> Result {
     let n = build_header(&mut b, &hdr, 0).map_err(|_| EINVAL)?;
     let step: crate::crc::Update = crc32c;
     let t = Trailer::new(&b[..n], &[], crc.then_some(step));
-    tx.extend_from_slice(&b[..n], GFP_ATOMIC)?;
-    tx.extend_from_slice(t.as_bytes(), GFP_ATOMIC)?;
-    Ok(())
+    append_fpdu(tx, &b[..n], t.as_bytes())
 }
 
 impl Qp {
@@ -868,7 +870,7 @@ impl Qp {
                 continue;
             }
             st.pumping = false;
-            if st.tx_off >= st.tx.len() {
+            if st.tx.is_empty() {
                 // Nothing built is waiting for the socket: idle.
                 eng.bulk = false;
             }
@@ -885,7 +887,7 @@ impl Qp {
     fn iwarp_settle(&self, s: &QpInner, seen: u32) -> bool {
         let rts = s.state == QpState::Rts;
         if let Some(st) = s.iw.as_deref() {
-            if rts && !st.broken && (st.tx_off < st.tx.len() || st.hold) {
+            if rts && !st.broken && (!st.tx.is_empty() || st.hold) {
                 return false;
             }
         }
@@ -910,7 +912,7 @@ impl Qp {
         let budget = if bulk { WORK_BYTES } else { FIRST_WORK_BYTES };
         loop {
             // Hand over what is built.
-            let (tcp, cep, mut buf, mut off) = {
+            let (tcp, cep, mut buf) = {
                 let mut s = self.inner.lock();
                 let Some(st) = s.iw.as_mut() else {
                     return false;
@@ -918,16 +920,11 @@ impl Qp {
                 if st.broken {
                     return false;
                 }
-                (
-                    st.tcp.clone(),
-                    st.cep.clone(),
-                    core::mem::take(&mut st.tx),
-                    st.tx_off,
-                )
+                (st.tcp.clone(), st.cep.clone(), core::mem::take(&mut st.tx))
             };
-            let sent_from = off;
-            let failed = tcp.send_from(&buf, &mut off).is_err();
-            handed += off - sent_from;
+            let (sent, r) = buf.send(&tcp);
+            let failed = r.is_err();
+            handed += sent;
             let mut after = After::default();
             let step = {
                 let mut s = self.inner.lock();
@@ -943,20 +940,14 @@ impl Qp {
                         // A graceful close took the stream meanwhile: what
                         // is left follows what it found (`Cep::disconnect`).
                         if !failed {
-                            cep.drain_more(buf.get(off..).unwrap_or(&[]));
+                            cep.drain_more(&buf);
                         }
                         return false;
                     };
-                    let whole = off == buf.len() && !failed;
-                    st.taken += (off - sent_from) as u64;
-                    dev.counters()
-                        .add(Counter::SentBytes, (off - sent_from) as u64);
-                    if whole {
-                        buf.clear();
-                        off = 0;
-                    }
+                    let whole = buf.is_empty() && !failed;
+                    st.taken += sent as u64;
+                    dev.counters().add(Counter::SentBytes, sent as u64);
                     st.tx = buf;
-                    st.tx_off = off;
                     // The SENDs and WRITEs the socket now holds whole are
                     // done (an application that sees the completion may
                     // look for the data at the other end).  Not once the

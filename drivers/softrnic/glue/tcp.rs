@@ -10,11 +10,15 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi;
+use kernel::page::Page;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use super::bindings as b;
 use super::NetDevice;
+
+/// Pages handed to a socket in one call at most (`Tcp::send_pages`).
+pub(crate) const SEND_PAGES: usize = b::SOFTRNIC_SEND_PAGES as usize;
 
 /// A socket address (IPv4 or IPv6), as the kernel stores it.
 #[derive(Clone, Copy)]
@@ -394,22 +398,25 @@ impl Tcp {
     /// Send `len` bytes lying in `pages` from `offset` in the first (each
     /// page but the last full) by reference: the count taken (0 when the
     /// socket is full).  The socket keeps its own reference on each page
-    /// it took bytes of; those bytes must not change.
-    pub(crate) fn send_pages(
-        &self,
-        pages: &[*mut b::page],
-        offset: usize,
-        len: usize,
-    ) -> Result<usize> {
-        // SAFETY: a live socket; the shim reads at most `pages.len()` page
-        // pointers, each a page the caller owns, and takes its own
-        // references on those it keeps.
+    /// it took bytes of, and sends those bytes as they are when it sends:
+    /// they must not change.  (At most `SEND_PAGES` pages per call; an
+    /// `offset` past the first page is refused.)
+    pub(crate) fn send_pages(&self, pages: &[Page], offset: usize, len: usize) -> Result<usize> {
+        let mut raw = [core::ptr::null_mut::<b::page>(); SEND_PAGES];
+        let n = core::cmp::min(pages.len(), SEND_PAGES);
+        for (r, p) in raw.iter_mut().zip(pages.iter()) {
+            *r = p.as_ptr().cast();
+        }
+        // SAFETY: a live socket; `raw` holds `n` pointers to pages that
+        // `pages` owns for the call; the shim reads at most `n` of them
+        // and at most a page from each, and takes its own references on
+        // those it keeps.
         let r = unsafe {
             b::softrnic_tcp_send_pages(
                 self.raw.as_ptr(),
-                pages.as_ptr().cast_mut(),
-                pages.len() as u32,
-                offset as u32,
+                raw.as_mut_ptr(),
+                n as u32,
+                u32::try_from(offset).unwrap_or(u32::MAX),
                 len,
             )
         };

@@ -11,10 +11,7 @@ use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 
 use super::bindings as b;
-use super::tcp::Tcp;
-
-/// Pages handed to the socket in one call at most.
-const SEND_PAGES: usize = b::SOFTRNIC_SEND_PAGES as usize;
+use super::tcp::{Tcp, SEND_PAGES};
 
 /// The unsent bytes of a stream, in order.
 #[derive(Default)]
@@ -143,13 +140,9 @@ impl TxBuf {
     pub(crate) fn send(&mut self, tcp: &Tcp) -> (usize, Result) {
         let mut taken = 0;
         while self.len > 0 {
-            let mut raw = [core::ptr::null_mut(); SEND_PAGES];
             let n = core::cmp::min((self.head + self.len).div_ceil(PAGE_SIZE), SEND_PAGES);
-            for (r, p) in raw.iter_mut().zip(self.pages.iter()).take(n) {
-                *r = p.as_ptr().cast();
-            }
             let len = core::cmp::min(self.len, n * PAGE_SIZE - self.head);
-            match tcp.send_pages(&raw[..n], self.head, len) {
+            match tcp.send_pages(&self.pages[..n], self.head, len) {
                 Ok(0) => break,
                 Ok(k) => {
                     self.consume(k);

@@ -108,14 +108,19 @@ impl TxBuf {
         self.len = core::cmp::min(self.len, len);
     }
 
-    /// Copy the unsent bytes to the end of `out`.
+    /// Copy the unsent bytes to the end of `out`, all or none (a draining
+    /// connection must not send part of an FPDU as if it were whole).
     pub(crate) fn copy_into(&self, out: &mut KVec<u8>) -> Result {
+        let before = out.len();
         let mut r = Ok(());
         self.pieces(0, self.len, |p| {
             if r.is_ok() {
                 r = out.extend_from_slice(p, GFP_ATOMIC).map_err(Error::from);
             }
         });
+        if r.is_err() {
+            out.truncate(before);
+        }
         r
     }
 

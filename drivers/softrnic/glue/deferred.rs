@@ -95,13 +95,6 @@ pub(crate) fn on_this_cpu<R>(f: impl FnOnce(u32) -> R) -> R {
     r
 }
 
-/// Whether this context may pump a QP: not a hard interrupt, interrupts
-/// on (kernel consumers post from any context).
-pub(crate) fn may_pump_here() -> bool {
-    // SAFETY: a plain query.
-    unsafe { b::softrnic_may_pump_here() }
-}
-
 /// The number of CPUs work can be spread over (the possible CPUs; at
 /// least one, so it can divide).
 pub(crate) fn cpu_count() -> u32 {

@@ -756,12 +756,6 @@ void softrnic_rx_work_queue(struct work_struct *work)
 	queue_work(softrnic_rx_wq, work);
 }
 
-/* Not a hard interrupt or NMI, interrupts on. */
-bool softrnic_may_pump_here(void)
-{
-	return !in_hardirq() && !in_nmi() && !irqs_disabled();
-}
-
 /* Pin the caller to its CPU (preemption off) and say which it is. */
 unsigned int softrnic_cpu_get(void)
 {

@@ -206,7 +206,6 @@ bool softrnic_rxq_empty(struct sk_buff_head *q);
 void softrnic_rxq_purge(struct sk_buff_head *q);
 void softrnic_bh_disable(void);
 void softrnic_bh_enable(void);
-bool softrnic_may_pump_here(void);
 unsigned int softrnic_cpu_get(void);
 void softrnic_cpu_put(void);
 unsigned int softrnic_cpu_count(void);

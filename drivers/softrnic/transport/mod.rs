@@ -29,8 +29,7 @@ pub(crate) enum Pumper {
 
 impl Qp {
     /// New work was posted (or the state changed): have it sent (`here`:
-    /// from a context that may transmit; else from the work item, or here
-    /// for a QP whose packets stay in this host, see below).
+    /// from a context that may transmit; else from the work item).
     pub(crate) fn doorbell(&self, here: bool) {
         match self.transport {
             Transport::Roce if here => self.kick(Pumper::Doorbell),

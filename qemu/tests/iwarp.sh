@@ -183,7 +183,21 @@ t_write_bw() {
     [ $d -le $i ] || fail "$d doorbells for $i idle periods of the engine: posts to a busy engine rang"
     result "$bw${unit:-MB}/s, $d doorbells, $i idle periods for $((300 / SLOW)) writes"
 }
-t_read_bw() { bw_test ib_read_bw 18712 -R -n $((300 / SLOW)); }
+# A softrnic server answers the READs from the memory's own pages when the
+# connection has no MPA CRC, and copies them when it has (stream.rs,
+# `by_reference`; counter iw_tx_ref_bytes).
+t_read_bw() {
+    c=/sys/class/infiniband/$DEV_A/ports/1/hw_counters
+    [ $TYPE_A = sw ] && r0=$(cat $c/iw_tx_ref_bytes)
+    bw_test ib_read_bw 18712 -R -n $((300 / SLOW))
+    [ $TYPE_A = sw ] || return 0
+    r=$(($(cat $c/iw_tx_ref_bytes) - r0))
+    case $MODE in
+    nocrc) [ $r -gt 0 ] || fail "no READ response byte went by reference on a connection without the CRC" ;;
+    *) [ $r = 0 ] || fail "$r READ response bytes went by reference on a connection with the CRC" ;;
+    esac
+    result "$bw${unit:-MB}/s, $r READ response bytes sent by reference"
+}
 t_send_bw() { bw_test ib_send_bw 18713 -R -n $((300 / SLOW)); }
 t_write_bw_4qp() { qp4_test ib_write_bw 18719; }
 # RFC 7306 between two softrnic ends: WRITE with immediate (the receiver's

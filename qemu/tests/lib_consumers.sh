@@ -100,7 +100,7 @@ stall_counters() {
     d=/sys/class/infiniband/${1:-none}/ports/1/hw_counters
     [ -d "$d" ] || return 0
     for c in sent_pkts retransmits ack_timeouts rcvd_rnr_err send_rnr_err rcvd_seq_err \
-        out_of_seq_request duplicate_request rx_dropped looped_pkts; do
+        out_of_seq_request duplicate_request rx_dropped looped_pkts iw_tx_ref_bytes; do
         [ -r "$d/$c" ] && echo "$c=$(cat "$d/$c")"
     done
 }

@@ -11,6 +11,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use crate::abi::Sge;
 use crate::glue::access;
 pub(crate) use crate::glue::memory::Data;
+use crate::glue::pageref::PageRef;
 use crate::verbs::mr::{MrKind, MrState};
 use crate::verbs::{DeviceVerbs, MW_INDEX_BASE};
 
@@ -42,6 +43,28 @@ impl MrState {
             MrKind::Dma(k) => k.copy(iova, data),
             MrKind::User(p) => p.copy(start, data),
             MrKind::FastReg(p) => p.copy(start, data),
+        }
+    }
+
+    /// Hand `f` the pages behind `len` bytes at `iova` (checked in the
+    /// region by the caller), each piece with a reference of its own for a
+    /// socket to send by reference (`f(page, offset in it, bytes)`).  False
+    /// at the first piece that cannot go so (slab or vmalloc memory, a
+    /// short page list), or that `f` refuses; the pieces before it were
+    /// handed to `f`.
+    pub(crate) fn page_refs(
+        &self,
+        iova: u64,
+        len: usize,
+        f: impl FnMut(PageRef, usize, usize) -> bool,
+    ) -> bool {
+        let Some(start) = iova.checked_sub(self.iova) else {
+            return false;
+        };
+        match &self.kind {
+            MrKind::Dma(k) => k.page_refs(iova, len, f),
+            MrKind::User(p) => p.page_refs(start, len, f),
+            MrKind::FastReg(p) => p.page_refs(start, len, f),
         }
     }
 

@@ -100,9 +100,13 @@ pub(crate) enum Counter {
     /// back (`rx::loop_back`; the network stack and its tools do not see
     /// them).  Also in `sent_pkts` and `rcvd_pkts`.
     LoopedPkts,
+    /// iWARP: READ response payload bytes the socket sent from the memory
+    /// region's own pages, by reference (not copied; `Stream`'s
+    /// `by_reference`).
+    IwTxRefBytes,
 }
 
-pub(crate) const COUNTERS: usize = 35;
+pub(crate) const COUNTERS: usize = 36;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"sent_pkts",
     c"rcvd_pkts",
@@ -139,8 +143,9 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"engine_idle",
     c"rx_paged",
     c"looped_pkts",
+    c"iw_tx_ref_bytes",
 ];
-const _: () = assert!(Counter::LoopedPkts as usize + 1 == COUNTERS);
+const _: () = assert!(Counter::IwTxRefBytes as usize + 1 == COUNTERS);
 
 impl From<crate::roce::Count> for Counter {
     fn from(c: crate::roce::Count) -> Counter {

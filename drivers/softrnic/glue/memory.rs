@@ -12,6 +12,7 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use super::net::PageMap;
+use super::pageref::PageRef;
 use super::umem::Umem;
 
 /// Which way a copy goes.
@@ -119,6 +120,30 @@ impl PinnedPages {
         })
     }
 
+    /// Hand `f` the pages behind `len` bytes at byte `start` of the region,
+    /// each piece with a reference of its own (`f(page, offset in it,
+    /// bytes)`); false at the first piece that cannot go by reference.
+    pub(crate) fn page_refs(
+        &self,
+        start: u64,
+        len: usize,
+        mut f: impl FnMut(PageRef, usize, usize) -> bool,
+    ) -> bool {
+        let Some(start) = start.checked_add(u64::from(self.offset)) else {
+            return false;
+        };
+        chunks(start, len, super::page_size(), |page, off, _, n| {
+            let Some(&pg) = self.pages.get(page) else {
+                return false;
+            };
+            // SAFETY: a page pinned by our umem, alive as long as `self`.
+            match unsafe { PageRef::sendable(pg) } {
+                Some(r) => f(r, off, n),
+                None => false,
+            }
+        })
+    }
+
     /// Run `f` on the 8-byte word at byte `start` of the region as an
     /// atomic; `None` if it is not 8-byte aligned in memory or past the
     /// pages.
@@ -162,6 +187,18 @@ impl KernelVa {
         // SAFETY: per `new`'s contract the consumer's address is valid for
         // the request's bytes; kernel consumers' buffers are not ours.
         unsafe { data.apply(0, addr as usize as *mut u8, n) }
+    }
+
+    /// As `PinnedPages::page_refs`, at kernel address `addr`.
+    pub(crate) fn page_refs(
+        &self,
+        addr: u64,
+        len: usize,
+        f: impl FnMut(PageRef, usize, usize) -> bool,
+    ) -> bool {
+        // SAFETY: per `new`'s contract the consumer's memory is there for
+        // the request.
+        unsafe { virt_refs(addr as usize, len, f) }
     }
 
     pub(crate) fn atomic<R>(&self, addr: u64, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
@@ -252,6 +289,26 @@ impl KernelPages {
         )
     }
 
+    /// As `PinnedPages::page_refs`.
+    pub(crate) fn page_refs(
+        &self,
+        start: u64,
+        len: usize,
+        mut f: impl FnMut(PageRef, usize, usize) -> bool,
+    ) -> bool {
+        let Some(start) = start.checked_add(self.offset) else {
+            return false;
+        };
+        chunks(start, len, u64::from(self.page_size), |page, off, _, n| {
+            let Some(&addr) = self.pages.get(page) else {
+                return false;
+            };
+            // SAFETY: `off + n` lies in a page the consumer registered
+            // (`push`), kept while it uses the registration.
+            unsafe { virt_refs(addr as usize + off, n, &mut f) }
+        })
+    }
+
     pub(crate) fn atomic<R>(&self, start: u64, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {
         let at = self.addr(start.checked_add(self.offset)?, 8)?;
         if at % 8 != 0 {
@@ -260,4 +317,32 @@ impl KernelPages {
         // SAFETY: an aligned word inside a registered page (`push`).
         Some(f(unsafe { AtomicU64::from_ptr(at as *mut u64) }))
     }
+}
+
+/// Hand `f` the pages of kernel memory `addr..addr + len`, split at page
+/// boundaries, each with a reference of its own; false at the first that
+/// cannot go by reference (not in the linear map, slab memory).
+///
+/// # Safety
+/// The memory is kept by its owner for the call.
+unsafe fn virt_refs(
+    addr: usize,
+    len: usize,
+    mut f: impl FnMut(PageRef, usize, usize) -> bool,
+) -> bool {
+    let ps = kernel::page::PAGE_SIZE;
+    let mut done = 0;
+    while done < len {
+        let a = addr.wrapping_add(done);
+        let (off, n) = (a % ps, core::cmp::min(len - done, ps - a % ps));
+        // SAFETY: a byte of memory kept for the call (the contract).
+        let Some(r) = (unsafe { PageRef::sendable_virt(a) }) else {
+            return false;
+        };
+        if !f(r, off, n) {
+            return false;
+        }
+        done += n;
+    }
+    true
 }

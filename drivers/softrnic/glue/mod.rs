@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub(crate) mod net;
 pub(crate) mod objects;
 mod ops;
+pub(crate) mod pageref;
 mod restrack;
 pub(crate) mod ring;
 pub(crate) mod table;

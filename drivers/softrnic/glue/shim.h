@@ -258,10 +258,14 @@ unsigned int softrnic_tcp_mss(struct softrnic_tcp *t);
 bool softrnic_tcp_closed(struct softrnic_tcp *t);
 bool softrnic_tcp_connecting(struct softrnic_tcp *t);
 int softrnic_tcp_error(struct softrnic_tcp *t);
-/* (At most this many pages per softrnic_tcp_send_pages.) */
+/* (At most this many pieces per softrnic_tcp_send_frags.) */
 #define SOFTRNIC_SEND_PAGES 16
-int softrnic_tcp_send_pages(struct softrnic_tcp *t, struct page **pages,
-			    unsigned int n, unsigned int offset, size_t len);
+int softrnic_tcp_send_frags(struct softrnic_tcp *t, struct page **pages,
+			    const u32 *offs, const u32 *lens, unsigned int n);
+struct page *softrnic_page_get_sendable(struct page *page);
+struct page *softrnic_virt_page_get_sendable(unsigned long addr);
+void softrnic_page_get(struct page *page);
+void softrnic_page_put(struct page *page);
 void *softrnic_page_address(struct page *page);
 int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
 		       struct sockaddr_storage *remote);

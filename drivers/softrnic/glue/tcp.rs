@@ -10,14 +10,14 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi;
-use kernel::page::Page;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use super::bindings as b;
+use super::pageref::Frag;
 use super::NetDevice;
 
-/// Pages handed to a socket in one call at most (`Tcp::send_pages`).
+/// Pieces handed to a socket in one call at most (`Tcp::send_frags`).
 pub(crate) const SEND_PAGES: usize = b::SOFTRNIC_SEND_PAGES as usize;
 
 /// A socket address (IPv4 or IPv6), as the kernel stores it.
@@ -395,29 +395,28 @@ impl Tcp {
         self.as_ref().send(bytes, more)
     }
 
-    /// Send `len` bytes lying in `pages` from `offset` in the first (each
-    /// page but the last full) by reference: the count taken (0 when the
-    /// socket is full).  The socket keeps its own reference on each page
-    /// it took bytes of, and sends those bytes as they are when it sends:
-    /// they must not change.  (At most `SEND_PAGES` pages per call; an
-    /// `offset` past the first page is refused.)
-    pub(crate) fn send_pages(&self, pages: &[Page], offset: usize, len: usize) -> Result<usize> {
-        let mut raw = [core::ptr::null_mut::<b::page>(); SEND_PAGES];
-        let n = core::cmp::min(pages.len(), SEND_PAGES);
-        for (r, p) in raw.iter_mut().zip(pages.iter()) {
-            *r = p.as_ptr().cast();
+    /// Send the bytes of `frags`, in order, by reference: the count taken
+    /// (0 when the socket is full).  The socket keeps its own reference on
+    /// each page it took bytes of, and sends those bytes as they are when
+    /// it sends: they must not change.  (At most `SEND_PAGES` pieces per
+    /// call; a piece past its page is refused.)
+    pub(crate) fn send_frags(&self, frags: &[Frag]) -> Result<usize> {
+        let mut pages = [core::ptr::null_mut::<b::page>(); SEND_PAGES];
+        let (mut offs, mut lens) = ([0u32; SEND_PAGES], [0u32; SEND_PAGES]);
+        let n = core::cmp::min(frags.len(), SEND_PAGES);
+        for (i, f) in frags.iter().take(n).enumerate() {
+            (pages[i], offs[i], lens[i]) = (f.page.as_ptr(), f.off, f.len);
         }
-        // SAFETY: a live socket; `raw` holds `n` pointers to pages that
-        // `pages` owns for the call; the shim reads at most `n` of them
-        // and at most a page from each, and takes its own references on
-        // those it keeps.
+        // SAFETY: a live socket; `pages` holds `n` pages that `frags`
+        // references for the call; the shim checks each piece lies in its
+        // page and takes its own references on those it keeps.
         let r = unsafe {
-            b::softrnic_tcp_send_pages(
+            b::softrnic_tcp_send_frags(
                 self.raw.as_ptr(),
-                raw.as_mut_ptr(),
+                pages.as_mut_ptr(),
+                offs.as_ptr(),
+                lens.as_ptr(),
                 n as u32,
-                u32::try_from(offset).unwrap_or(u32::MAX),
-                len,
             )
         };
         match errno(r) {

@@ -404,30 +404,58 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
  * over a route without scatter-gather).  The count taken (maybe fewer than
  * `len`), -EAGAIN when nothing fits, or another error (the connection is
  * broken).  The pages are ordinary ones (alloc_page), as splicing needs. */
-int softrnic_tcp_send_pages(struct softrnic_tcp *t, struct page **pages,
-			    unsigned int n, unsigned int offset, size_t len)
+int softrnic_tcp_send_frags(struct softrnic_tcp *t, struct page **pages,
+			    const u32 *offs, const u32 *lens, unsigned int n)
 {
 	struct bio_vec bv[SOFTRNIC_SEND_PAGES];
 	struct msghdr msg = {
 		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_SPLICE_PAGES,
 	};
-	size_t left = len;
+	size_t len = 0;
 	unsigned int i;
 
 	if (n > ARRAY_SIZE(bv))
 		n = ARRAY_SIZE(bv);
-	for (i = 0; i < n && left; i++) {
-		unsigned int off = i ? 0 : offset;
-		unsigned int k;
-
-		if (off >= PAGE_SIZE)
+	for (i = 0; i < n; i++) {
+		if (offs[i] >= PAGE_SIZE || lens[i] > PAGE_SIZE - offs[i])
 			return -EINVAL;
-		k = min_t(size_t, left, PAGE_SIZE - off);
-		bvec_set_page(&bv[i], pages[i], k, off);
-		left -= k;
+		bvec_set_page(&bv[i], pages[i], lens[i], offs[i]);
+		len += lens[i];
 	}
-	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, i, len - left);
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
 	return sock_sendmsg(t->sock, &msg);
+}
+
+/*
+ * A reference of our own on @page, if the socket may send it by reference
+ * (sendpage_ok: not slab memory); NULL otherwise.  The caller holds the
+ * page (a pin, a registration) for the call.
+ */
+struct page *softrnic_page_get_sendable(struct page *page)
+{
+	if (!sendpage_ok(page))
+		return NULL;
+	get_page(page);
+	return page;
+}
+
+/* As softrnic_page_get_sendable, for a kernel address in the linear map
+ * (NULL for any other: vmalloc, module memory). */
+struct page *softrnic_virt_page_get_sendable(unsigned long addr)
+{
+	if (!virt_addr_valid((void *)addr))
+		return NULL;
+	return softrnic_page_get_sendable(virt_to_page((void *)addr));
+}
+
+void softrnic_page_get(struct page *page)
+{
+	get_page(page);
+}
+
+void softrnic_page_put(struct page *page)
+{
+	put_page(page);
 }
 
 /* The kernel address of a page allocated without __GFP_HIGHMEM. */

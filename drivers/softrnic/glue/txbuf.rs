@@ -1,26 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Bytes built for a TCP socket, in pages of our own that the socket takes
-//! by reference (`MSG_SPLICE_PAGES`, `tcp_shim.c`): an iWARP stream copies
-//! each payload byte once, from the memory region into these pages, and TCP
-//! sends from them.  TCP holds its own reference on a page until the peer
-//! has acknowledged its bytes; the bytes it took are never written again
-//! (only bytes past the last one built are), so a SEND or WRITE may still
+//! Bytes built for a TCP socket, as pieces of pages the socket takes by
+//! reference (`MSG_SPLICE_PAGES`, `tcp_shim.c`).  What the stream builds
+//! (headers, trailers, payload copied from a memory region) goes into pages
+//! of our own: one copy of each payload byte.  A READ response's payload
+//! may instead be the memory region's own pages (`append_ref`): no copy.
+//! TCP holds its own reference on a page until the peer has acknowledged
+//! its bytes; bytes of our pages it took are never written again (only
+//! bytes past the last one built are), so a SEND or WRITE may still
 //! complete as soon as the socket has taken it.
 
 use kernel::page::{Page, PAGE_SIZE};
 use kernel::prelude::*;
 
-use super::bindings as b;
+use super::pageref::{Frag, PageRef};
 use super::tcp::{Tcp, SEND_PAGES};
 
 /// The unsent bytes of a stream, in order.
 #[derive(Default)]
 pub(crate) struct TxBuf {
-    /// The first holds the first unsent byte (at `head`); the pages after
-    /// the last byte are room for the next.
-    pages: KVec<Page>,
-    head: usize,
+    /// The pieces; the first starts at the first unsent byte.
+    frags: KVec<Frag>,
     len: usize,
+    /// Our page the next bytes built go into, from `used` on.
+    scratch: Option<PageRef>,
+    used: usize,
 }
 
 impl TxBuf {
@@ -33,28 +36,6 @@ impl TxBuf {
         self.len == 0
     }
 
-    /// The bytes `at..at + n` of page `i` (`at + n` within the page, `i`
-    /// allocated).
-    fn piece(&self, i: usize, at: usize, n: usize) -> &[u8] {
-        let p = self.pages[i].as_ptr().cast::<b::page>();
-        // SAFETY: `p` is a page we own, allocated without __GFP_HIGHMEM, so
-        // it has a permanent kernel address; `at + n <= PAGE_SIZE`.  The
-        // bytes are initialised (appended) and only read from now on.
-        unsafe { core::slice::from_raw_parts(b::softrnic_page_address(p).cast::<u8>().add(at), n) }
-    }
-
-    /// The bytes `at..at + n` of page `i` for writing: only past the last
-    /// byte built, which neither the socket nor a reader has seen.
-    fn piece_mut(&mut self, i: usize, at: usize, n: usize) -> &mut [u8] {
-        let p = self.pages[i].as_ptr().cast::<b::page>();
-        // SAFETY: as in `piece`; the bytes are past every byte built, so no
-        // other reference (ours or the socket's) covers them, and `&mut
-        // self` keeps ours unique.
-        unsafe {
-            core::slice::from_raw_parts_mut(b::softrnic_page_address(p).cast::<u8>().add(at), n)
-        }
-    }
-
     /// Append `n` bytes that `fill` writes piece by piece (`fill(offset in
     /// the n bytes, piece)`).  Nothing is appended when `fill` refuses a
     /// piece or a page cannot be had.
@@ -63,23 +44,50 @@ impl TxBuf {
         n: usize,
         mut fill: impl FnMut(usize, &mut [u8]) -> bool,
     ) -> Result {
-        let end = self.head + self.len;
-        let pages = (end + n).div_ceil(PAGE_SIZE);
-        while self.pages.len() < pages {
-            let p = Page::alloc_page(GFP_ATOMIC)?;
-            self.pages.push(p, GFP_ATOMIC)?;
+        let before = self.len;
+        let r = self.build(n, &mut fill);
+        if r.is_err() {
+            self.truncate(before);
         }
+        r
+    }
+
+    fn build(&mut self, n: usize, fill: &mut impl FnMut(usize, &mut [u8]) -> bool) -> Result {
         let mut done = 0;
         while done < n {
-            let pos = end + done;
-            let (i, at) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
-            let k = core::cmp::min(n - done, PAGE_SIZE - at);
-            if !fill(done, self.piece_mut(i, at, k)) {
+            if self.scratch.is_none() || self.used == PAGE_SIZE {
+                self.scratch = Some(PageRef::own(Page::alloc_page(GFP_ATOMIC)?));
+                self.used = 0;
+            }
+            let Some(sc) = self.scratch.as_ref() else {
+                return Err(ENOMEM);
+            };
+            let k = core::cmp::min(n - done, PAGE_SIZE - self.used);
+            // SAFETY: `scratch` came from `own`; bytes from `used` on were
+            // never handed to anyone (the pieces end before it), and the
+            // slice is gone before `used` moves past them.
+            let piece = unsafe { sc.own_bytes_mut(self.used, k) }.ok_or(EINVAL)?;
+            if !fill(done, piece) {
                 return Err(EFAULT);
             }
+            match self.frags.last_mut() {
+                Some(f) if f.page.same(sc) && (f.off + f.len) as usize == self.used => {
+                    f.len += k as u32;
+                }
+                _ => self.frags.push(
+                    Frag {
+                        page: sc.another(),
+                        off: self.used as u32,
+                        len: k as u32,
+                    },
+                    GFP_ATOMIC,
+                )?,
+            }
+            // (Bytes of a failed append stay used: never written again.)
+            self.used += k;
+            self.len += k;
             done += k;
         }
-        self.len += n;
         Ok(())
     }
 
@@ -90,22 +98,60 @@ impl TxBuf {
         })
     }
 
+    /// Append `len` bytes at `off` of a page we hold a reference on, which
+    /// the socket sends as they are when it sends them.
+    pub(crate) fn append_ref(&mut self, page: PageRef, off: usize, len: usize) -> Result {
+        if off > PAGE_SIZE || len > PAGE_SIZE - off {
+            return Err(EINVAL);
+        }
+        self.frags.push(
+            Frag {
+                page,
+                off: off as u32,
+                len: len as u32,
+            },
+            GFP_ATOMIC,
+        )?;
+        self.len += len;
+        Ok(())
+    }
+
     /// Run `f` on the unsent bytes `from..from + n`, piece by piece.
     pub(crate) fn pieces(&self, from: usize, n: usize, mut f: impl FnMut(&[u8])) {
-        let n = core::cmp::min(n, self.len.saturating_sub(from));
-        let mut done = 0;
-        while done < n {
-            let pos = self.head + from + done;
-            let (i, at) = (pos / PAGE_SIZE, pos % PAGE_SIZE);
-            let k = core::cmp::min(n - done, PAGE_SIZE - at);
-            f(self.piece(i, at, k));
-            done += k;
+        let mut skip = from;
+        let mut left = core::cmp::min(n, self.len.saturating_sub(from));
+        for fr in self.frags.iter() {
+            if left == 0 {
+                break;
+            }
+            let l = fr.len as usize;
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let k = core::cmp::min(l - skip, left);
+            // (Always within the page: `Frag`s are built so.)
+            let _ = fr.page.read(fr.off as usize + skip, k, &mut f);
+            left -= k;
+            skip = 0;
         }
     }
 
     /// Keep the first `len` unsent bytes (undo appends).
     pub(crate) fn truncate(&mut self, len: usize) {
-        self.len = core::cmp::min(self.len, len);
+        while self.len > len {
+            let excess = self.len - len;
+            let Some(last) = self.frags.last_mut() else {
+                break;
+            };
+            if last.len as usize > excess {
+                last.len -= excess as u32;
+                self.len = len;
+            } else {
+                self.len -= last.len as usize;
+                let _ = self.frags.pop();
+            }
+        }
     }
 
     /// Copy the unsent bytes to the end of `out`, all or none (a draining
@@ -125,18 +171,29 @@ impl TxBuf {
     }
 
     /// Drop the first `n` unsent bytes (the socket took them), and the
-    /// pages they emptied: the socket holds its own references.
+    /// references of the pieces they emptied: the socket holds its own.
     fn consume(&mut self, n: usize) {
-        let n = core::cmp::min(n, self.len);
+        let mut n = core::cmp::min(n, self.len);
         self.len -= n;
-        self.head += n;
-        // (A page the socket took only part of stays: the next bytes go
-        // after what it took.)
-        while self.head >= PAGE_SIZE && !self.pages.is_empty() {
-            // (Dropping ours: the socket holds its own reference.)
-            let _ = self.pages.remove(0);
-            self.head -= PAGE_SIZE;
+        let mut whole = 0;
+        for f in self.frags.iter_mut() {
+            if n == 0 {
+                break;
+            }
+            if (f.len as usize) <= n {
+                n -= f.len as usize;
+                whole += 1;
+            } else {
+                f.off += n as u32;
+                f.len -= n as u32;
+                n = 0;
+            }
         }
+        let mut i = 0;
+        self.frags.retain(|_| {
+            i += 1;
+            i > whole
+        });
     }
 
     /// Hand the socket what it takes now, by reference: the bytes taken
@@ -145,9 +202,8 @@ impl TxBuf {
     pub(crate) fn send(&mut self, tcp: &Tcp) -> (usize, Result) {
         let mut taken = 0;
         while self.len > 0 {
-            let n = core::cmp::min((self.head + self.len).div_ceil(PAGE_SIZE), SEND_PAGES);
-            let len = core::cmp::min(self.len, n * PAGE_SIZE - self.head);
-            match tcp.send_pages(&self.pages[..n], self.head, len) {
+            let n = core::cmp::min(self.frags.len(), SEND_PAGES);
+            match tcp.send_frags(&self.frags[..n]) {
                 Ok(0) => break,
                 Ok(k) => {
                     self.consume(k);

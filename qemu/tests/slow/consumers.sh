@@ -71,7 +71,7 @@ t_nvme_fio() {
     fio_verify rand4k_qd1 $NVME1 randwrite 4k 1; r1=$BW
     fio_verify rand4k_qd32 $NVME1 randwrite 4k 32; r32=$BW m32=$MOVED
     fio_verify seq128k_qd1 $NVME1 write 128k 1; s1=$BW
-    fio_verify seq128k_qd32 $NVME1 write 128k 32; s32=$BW
+    fio_verify seq128k_qd32 $NVME1 write 128k 32; s32=$BW m128=$MOVED
     fio_verify file_rand4k_qd32 $NVME2 randwrite 4k 32
     # Both ends on one softrnic_roce device: its packets go straight from
     # one QP to the other (rx.rs, loop_back), not through the network stack.
@@ -80,7 +80,12 @@ t_nvme_fio() {
     fi
     # Both ends on one softrnic_iwarp device: TCP runs the connections over
     # the loopback device, so MPA's CRC is not asked for (cm.rs, `policy`).
-    if [ "$d" = sw ]; then crc_off_in_loopback; fi
+    # And the host answers the target's READs of its 128 KiB writes from the
+    # data's own pages, by reference (stream.rs, `by_reference`).
+    if [ "$d" = sw ]; then
+        crc_off_in_loopback
+        case "$m128" in *iw_tx_ref_bytes*) ;; *) fail "128k qd32: no READ response went by reference (counters moved: ${m128:-none})" ;; esac
+    fi
     run nvme disconnect -n $NQN
     result "write KiB/s: 4k rand qd1 $r1, qd32 $r32; 128k seq qd1 $s1, qd32 $s32; file ns 4k qd32 $BW; counters at 4k qd32: ${m32:-none moved}"
 }

@@ -503,6 +503,8 @@ struct OutIo<'a> {
     crc: bool,
     /// FPDUs built.
     fpdus: u64,
+    /// Payload bytes appended as the memory's own pages.
+    by_ref: u64,
 }
 
 impl Stream {
@@ -522,6 +524,7 @@ impl Stream {
             ahead,
             crc: self.crc,
             fpdus: 0,
+            by_ref: 0,
         };
         (&mut self.out, &self.params, io)
     }
@@ -531,7 +534,51 @@ impl OutIo<'_> {
     fn wqe(&self, index: u32) -> Option<SendWqe> {
         self.q.sq.read::<SendWqe>(index, 0)
     }
+
+    /// Append a READ response's payload (`len` bytes at `offset` of the
+    /// memory `src` names) as the memory's own pages, for the socket to
+    /// send by reference: no copy.  True if done; else nothing is appended
+    /// (a copy does it).
+    ///
+    /// Only READ responses: a SEND or WRITE completes once the socket has
+    /// taken its bytes, and its application may then reuse the buffer
+    /// before TCP has sent (or resent) them; a READ's source memory is
+    /// the peer's to release, once the whole response has arrived.  Only
+    /// without MPA's CRC: a page sent as it is at sending time could
+    /// differ from the bytes the CRC covered (the responder's application
+    /// writing into memory under a READ), and the peer would end the
+    /// connection over it.
+    fn by_reference(&mut self, src: Source, offset: u32, len: usize) -> bool {
+        let Source::Local { stag, to } = src else {
+            return false;
+        };
+        if self.crc || len < BY_REFERENCE_MIN {
+            return false;
+        }
+        let before = self.tx.len();
+        let (q, tx) = (&self.q, &mut *self.tx);
+        let done = mem::with_remote(
+            q.dev.verbs(),
+            q.qp.requestor(),
+            stag,
+            to.wrapping_add(u64::from(offset)),
+            len as u64,
+            REMOTE_READ,
+            |m, iova| m.page_refs(iova, len, |r, off, n| tx.append_ref(r, off, n).is_ok()),
+        ) == Ok(true);
+        if done {
+            self.by_ref += len as u64;
+        } else {
+            tx.truncate(before);
+        }
+        done
+    }
 }
+
+/// A READ response's payload shorter than this is copied: a copy of a few
+/// hundred bytes costs less than the page references and the socket's
+/// pieces.
+const BY_REFERENCE_MIN: usize = 1024;
 
 /// Copy the payload of `src` at `offset` into `dst`.
 fn load(q: &SendQueue<'_>, src: Source, offset: u32, dst: &mut [u8]) -> bool {
@@ -616,21 +663,23 @@ impl OutboundIo for OutIo<'_> {
         let start = self.tx.len();
         self.tx.append(&hdr[..n]).map_err(|_| EmitFail::Full)?;
         let at = self.tx.len();
-        // The payload, copied once: from the memory into the pages the
-        // socket sends from.
-        let mut bad = false;
-        let q = &self.q;
-        let r = self.tx.append_with(len, |o, piece| {
-            bad = !load(q, src, seg.offset.wrapping_add(o as u32), piece);
-            !bad
-        });
-        if r.is_err() {
-            self.tx.truncate(start);
-            return Err(if bad {
-                EmitFail::BadMemory
-            } else {
-                EmitFail::Full
+        if !self.by_reference(src, seg.offset, len) {
+            // The payload, copied once: from the memory into the pages the
+            // socket sends from.
+            let mut bad = false;
+            let q = &self.q;
+            let r = self.tx.append_with(len, |o, piece| {
+                bad = !load(q, src, seg.offset.wrapping_add(o as u32), piece);
+                !bad
             });
+            if r.is_err() {
+                self.tx.truncate(start);
+                return Err(if bad {
+                    EmitFail::BadMemory
+                } else {
+                    EmitFail::Full
+                });
+            }
         }
         let step: crate::crc::Update = crc32c;
         let tx = &*self.tx;
@@ -1010,6 +1059,7 @@ impl Qp {
                         let o: Outcome = out.emit(params, &mut io);
                         let sent = io.fpdus;
                         self.count_n(Counter::IwTxFpdus, sent);
+                        self.count_n(Counter::IwTxRefBytes, io.by_ref);
                         if o.fatal {
                             // (The peer learns why.)
                             st.term = Some(cause::LOCAL_CATASTROPHIC);

@@ -213,6 +213,16 @@ pub(crate) struct After {
     pub(crate) recv_cq: Owed,
 }
 
+/// CQ notifications held back over a batch of received packets (the
+/// receive work's, `Qp::rx_drain`), so that a kernel consumer's completion
+/// handler runs once for the batch and its poll finds the batch's
+/// completions together, not one each.
+#[derive(Default)]
+pub(crate) struct HeldNotify {
+    send: Owed,
+    recv: Owed,
+}
+
 /// The completion opcode that answers a send opcode.
 fn wc_opcode(wr_opcode: u32) -> u8 {
     match wr_opcode {
@@ -476,6 +486,31 @@ impl Qp {
 
     /// Raise what a state change or completions left owing, with no lock
     /// held.
+    /// `after`, its CQ notifications held in `held` (`release` delivers
+    /// them) unless it carries an event too: then what was held, and all
+    /// of it, go now, in order.
+    pub(crate) fn after_held(&self, after: After, held: &mut HeldNotify) {
+        let events = after.fatal
+            || after.event.is_some()
+            || after.srq_limit
+            || after.sq_drained
+            || after.last_wqe;
+        if events {
+            self.release(held);
+            self.after(after);
+        } else {
+            held.send.merge(after.send_cq);
+            held.recv.merge(after.recv_cq);
+        }
+    }
+
+    /// Deliver the CQ notifications held in `held`.
+    pub(crate) fn release(&self, held: &mut HeldNotify) {
+        let h = core::mem::take(held);
+        self.send_cq().deliver(h.send);
+        self.recv_cq().deliver(h.recv);
+    }
+
     pub(crate) fn after(&self, after: After) {
         self.send_cq().deliver(after.send_cq);
         self.recv_cq().deliver(after.recv_cq);

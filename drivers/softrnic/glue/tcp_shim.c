@@ -398,12 +398,13 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 	return kernel_sendmsg(t->sock, &msg, &iov, 1, len);
 }
 
-/* Send `len` bytes lying in `pages` (from `offset` in the first; every
- * page but the last full) by reference: TCP takes its own reference on each
- * page it keeps (MSG_SPLICE_PAGES) and copies nothing (it copies instead
- * over a route without scatter-gather).  The count taken (maybe fewer than
- * `len`), -EAGAIN when nothing fits, or another error (the connection is
- * broken).  The pages are ordinary ones (alloc_page), as splicing needs. */
+/* Send the `n` pieces `lens[i]` bytes at `offs[i]` of `pages[i]`, in order,
+ * by reference: TCP takes its own reference on each page it keeps
+ * (MSG_SPLICE_PAGES) and copies nothing (it copies instead over a route
+ * without scatter-gather).  The count taken (maybe fewer than asked),
+ * -EAGAIN when nothing fits, -EINVAL for a piece past its page, or another
+ * error (the connection is broken).  The pages must pass sendpage_ok (our
+ * own from alloc_page, or softrnic_page_get_sendable's). */
 int softrnic_tcp_send_frags(struct softrnic_tcp *t, struct page **pages,
 			    const u32 *offs, const u32 *lens, unsigned int n)
 {

@@ -484,8 +484,6 @@ impl Qp {
         }
     }
 
-    /// Raise what a state change or completions left owing, with no lock
-    /// held.
     /// `after`, its CQ notifications held in `held` (`release` delivers
     /// them) unless it carries an event too: then what was held, and all
     /// of it, go now, in order.
@@ -511,6 +509,8 @@ impl Qp {
         self.recv_cq().deliver(h.recv);
     }
 
+    /// Raise what a state change or completions left owing, with no lock
+    /// held.
     pub(crate) fn after(&self, after: After) {
         self.send_cq().deliver(after.send_cq);
         self.recv_cq().deliver(after.recv_cq);

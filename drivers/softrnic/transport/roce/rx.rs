@@ -172,9 +172,9 @@ impl Qp {
     /// responses together, and consecutive ACKs collapse into one
     /// (NVMe over Fabrics at depth 32 pumped once for every ACK request).
     /// The CQ notifications wait as long, so the consumer's handler runs
-    /// once for the completions of the group: a handler called for each
-    /// completion had its poll take that one alone (isert's CQ work ran
-    /// for every second iSER I/O, rxe's for every fourth).
+    /// once for the completions of the group, not once for each with a
+    /// poll that takes that one alone (iSER 4 KiB writes at depth 32: 7 %
+    /// more I/Os, session 48).
     pub(crate) fn rx_drain(&self) {
         let dev = self.dev();
         let mut d = Drained::default();

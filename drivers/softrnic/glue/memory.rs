@@ -54,14 +54,21 @@ impl Data<'_> {
     }
 }
 
-/// Walk `len` bytes from byte `start` of a list of pages of `page_size`
-/// bytes: `f(page index, offset in page, offset in the walk, bytes)`.
-fn chunks(
+/// Walk `len` bytes from byte `start` of a region that begins `first`
+/// bytes into a list of pages of `page_size` bytes: `f(the page's entry,
+/// offset in the page, offset in the walk, bytes)`.  False past the list,
+/// or when `f` is.
+fn walk<T: Copy>(
+    pages: &[T],
+    first: u64,
+    page_size: u64,
     start: u64,
     len: usize,
-    page_size: u64,
-    mut f: impl FnMut(usize, usize, usize, usize) -> bool,
+    mut f: impl FnMut(T, usize, usize, usize) -> bool,
 ) -> bool {
+    let Some(start) = start.checked_add(first) else {
+        return false;
+    };
     if page_size == 0 {
         return false;
     }
@@ -72,7 +79,10 @@ fn chunks(
         };
         let (page, off) = ((pos / page_size) as usize, (pos % page_size) as usize);
         let n = core::cmp::min(len - done, page_size as usize - off);
-        if !f(page, off, done, n) {
+        let Some(&p) = pages.get(page) else {
+            return false;
+        };
+        if !f(p, off, done, n) {
             return false;
         }
         done += n;
@@ -103,21 +113,23 @@ impl PinnedPages {
     /// Copy `data` at byte `start` of the region; false if that is past its
     /// pages.
     pub(crate) fn copy(&self, start: u64, mut data: Data<'_>) -> bool {
-        let Some(start) = start.checked_add(u64::from(self.offset)) else {
-            return false;
-        };
-        chunks(start, data.len(), super::page_size(), |page, off, at, n| {
-            let Some(&pg) = self.pages.get(page) else {
-                return false;
-            };
-            // SAFETY: a page pinned by our umem, alive as long as `self`.
-            let Some(map) = (unsafe { PageMap::new(pg) }) else {
-                return false;
-            };
-            // SAFETY: `off + n` stays within the mapped page (`chunks`);
-            // page memory never overlaps a kernel buffer of ours.
-            unsafe { data.apply(at, map.ptr().add(off), n) }
-        })
+        let (first, ps) = (u64::from(self.offset), super::page_size());
+        walk(
+            &self.pages,
+            first,
+            ps,
+            start,
+            data.len(),
+            |pg, off, at, n| {
+                // SAFETY: a page pinned by our umem, alive as long as `self`.
+                let Some(map) = (unsafe { PageMap::new(pg) }) else {
+                    return false;
+                };
+                // SAFETY: `off + n` stays within the mapped page (`walk`);
+                // page memory never overlaps a kernel buffer of ours.
+                unsafe { data.apply(at, map.ptr().add(off), n) }
+            },
+        )
     }
 
     /// Hand `f` the pages behind `len` bytes at byte `start` of the region,
@@ -129,13 +141,8 @@ impl PinnedPages {
         len: usize,
         mut f: impl FnMut(PageRef, usize, usize) -> bool,
     ) -> bool {
-        let Some(start) = start.checked_add(u64::from(self.offset)) else {
-            return false;
-        };
-        chunks(start, len, super::page_size(), |page, off, _, n| {
-            let Some(&pg) = self.pages.get(page) else {
-                return false;
-            };
+        let (first, ps) = (u64::from(self.offset), super::page_size());
+        walk(&self.pages, first, ps, start, len, |pg, off, _, n| {
             // SAFETY: a page pinned by our umem, alive as long as `self`.
             match unsafe { PageRef::sendable(pg) } {
                 Some(r) => f(r, off, n),
@@ -271,17 +278,14 @@ impl KernelPages {
     }
 
     pub(crate) fn copy(&self, start: u64, mut data: Data<'_>) -> bool {
-        let Some(start) = start.checked_add(self.offset) else {
-            return false;
-        };
-        chunks(
+        let ps = u64::from(self.page_size);
+        walk(
+            &self.pages,
+            self.offset,
+            ps,
             start,
             data.len(),
-            u64::from(self.page_size),
-            |page, off, at, n| {
-                let Some(&addr) = self.pages.get(page) else {
-                    return false;
-                };
+            |addr, off, at, n| {
                 // SAFETY: `off + n` lies in a page the consumer registered
                 // (`push`).
                 unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) }
@@ -296,17 +300,19 @@ impl KernelPages {
         len: usize,
         mut f: impl FnMut(PageRef, usize, usize) -> bool,
     ) -> bool {
-        let Some(start) = start.checked_add(self.offset) else {
-            return false;
-        };
-        chunks(start, len, u64::from(self.page_size), |page, off, _, n| {
-            let Some(&addr) = self.pages.get(page) else {
-                return false;
-            };
-            // SAFETY: `off + n` lies in a page the consumer registered
-            // (`push`), kept while it uses the registration.
-            unsafe { virt_refs(addr as usize + off, n, &mut f) }
-        })
+        let ps = u64::from(self.page_size);
+        walk(
+            &self.pages,
+            self.offset,
+            ps,
+            start,
+            len,
+            |addr, off, _, n| {
+                // SAFETY: `off + n` lies in a page the consumer registered
+                // (`push`), kept while it uses the registration.
+                unsafe { virt_refs(addr as usize + off, n, &mut f) }
+            },
+        )
     }
 
     pub(crate) fn atomic<R>(&self, start: u64, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {

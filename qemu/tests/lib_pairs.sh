@@ -177,7 +177,7 @@ bw_test() {
     result "$bw${unit:-MB}/s"
 }
 
-# qp4_test PROGRAM PORT [ARGS...]: four QPs of 64 KiB messages for a
+# qp4_test PROGRAM PORT [ARGS...]: four QPs of 64 KiB (or QP4_SIZE) messages for a
 # duration, connected through rdma_cm, all posted and polled by one thread:
 # an engine that loads that thread or its CPU with the QPs' work completes
 # no message in perftest's measured window (issue 16's first doorbell
@@ -202,11 +202,12 @@ qp4_test() {
     [ "$SLOW" -gt 1 ] && skip "on the debug kernel rxe:rxe too completes no message in the window"
     secs=4
     [ "$TYPE_A" = rxe ] && set -- -u 20 "$@"
+    size=${QP4_SIZE:-65536}
     bind=$SRV_BIND; SRV_BIND=$IP_A
-    perftest $prog $port -R -q 4 -s 65536 -D $secs "$@"
+    perftest $prog $port -R -q 4 -s $size -D $secs "$@"
     SRV_BIND=$bind
     completed_in_window
-    result "$DONE messages of 64 KiB over 4 QPs in the $(measured_window $secs) s window"
+    result "$DONE messages of $((size / 1024)) KiB over 4 QPs in the $(measured_window $secs) s window"
 }
 
 # The fault profiles (faults.sh, faults_iwarp.sh): netem on both ends of

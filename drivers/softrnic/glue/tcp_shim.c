@@ -9,6 +9,18 @@
  * bytes are handed to Rust where they lie in the socket's buffers
  * (tcp_read_sock): MPA frames and FPDUs are parsed and placed from there,
  * with no copy in between.
+ *
+ * Whoever holds the socket (a doorbell's send in a user's system call, a
+ * work item's) handles what arrives meanwhile when it lets go: release_sock
+ * runs the data-ready callback there, and goes on as long as more keeps
+ * arriving.  Placing it all there kept the socket held as long as the peer
+ * streamed: ib_read_bw with 1 MiB READs on 4 QPs spent seconds in a post of
+ * one READ request while the responses to earlier ones arrived (first in
+ * the poster's release_sock, then waiting for a work item's), and completed
+ * nothing in its measured window (7 of 9 runs, 2026-11-29).  So a holder
+ * places at most SOFTRNIC_HELD_READ bytes (a small reply at once); then
+ * TCP only queues what arrives, its window closes, release_sock ends, and
+ * a work item reads the rest.
  */
 #include "shim.h"
 #include <net/tcp.h>
@@ -25,6 +37,13 @@ struct softrnic_tcp {
 	struct socket *sock;
 	void *ctx;
 	struct delayed_work work;
+	/* Reads what a holder of the socket left (see the top). */
+	struct delayed_work read_work;
+	/* What the present holder may still place itself. */
+	int held_budget;
+	/* While not negative: what softrnic_tcp_read may still take (under
+	 * the socket's lock). */
+	int read_cap;
 	struct list_head dead;
 	bool abort;
 	/* Both ends' addresses, read before the callbacks are ours (reading
@@ -47,9 +66,86 @@ static void softrnic_tcp_callback(struct sock *sk, int event)
 	read_unlock_bh(&sk->sk_callback_lock);
 }
 
+#define SOFTRNIC_HELD_READ (64 * 1024)
+
+/* The socket is held (lock_sock): the callbacks run from release_sock, in
+ * the holder's context. */
+static bool softrnic_tcp_held(struct sock *sk)
+{
+	return in_task() && sock_owned_by_user_nocheck(sk);
+}
+
+/* Have Rust read at most `cap` bytes (the socket's lock held): whether it
+ * took them all (more may be waiting). */
+static bool softrnic_tcp_read_capped(struct sock *sk, struct softrnic_tcp *t,
+				     int cap)
+{
+	bool full;
+
+	t->read_cap = cap;
+	softrnic_tcp_event(t->ctx, t, SOFTRNIC_TCP_READABLE);
+	full = t->read_cap == 0;
+	t->read_cap = -1;
+	return full;
+}
+
 static void softrnic_tcp_data_ready(struct sock *sk)
 {
-	softrnic_tcp_callback(sk, SOFTRNIC_TCP_READABLE);
+	struct softrnic_tcp *t;
+	u32 before;
+
+	if (!softrnic_tcp_held(sk)) {
+		softrnic_tcp_callback(sk, SOFTRNIC_TCP_READABLE);
+		return;
+	}
+	read_lock_bh(&sk->sk_callback_lock);
+	t = sk->sk_user_data;
+	if (t && READ_ONCE(t->held_budget) > 0) {
+		before = READ_ONCE(tcp_sk(sk)->copied_seq);
+		if (softrnic_tcp_read_capped(sk, t, READ_ONCE(t->held_budget)))
+			WRITE_ONCE(t->held_budget, 0);
+		else
+			WRITE_ONCE(t->held_budget, READ_ONCE(t->held_budget) -
+				   (int)(READ_ONCE(tcp_sk(sk)->copied_seq) - before));
+	}
+	if (t && READ_ONCE(t->held_budget) <= 0)
+		mod_delayed_work(system_dfl_wq, &t->read_work, 0);
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+/* A send is about to hold the socket: it may place SOFTRNIC_HELD_READ
+ * bytes.  (Reset while another holds the socket, it lends that one more:
+ * harmless.) */
+static void softrnic_tcp_hold_starts(struct softrnic_tcp *t)
+{
+	WRITE_ONCE(t->held_budget, SOFTRNIC_HELD_READ);
+}
+
+/* Read what a holder left, SOFTRNIC_HELD_READ bytes at a time, as the
+ * receive softirq does (bh_lock_sock: a send waiting for the socket waits
+ * for one such piece at most); while a send holds the socket, a tick later. */
+static void softrnic_tcp_read_work_fn(struct work_struct *w)
+{
+	struct softrnic_tcp *t = container_of(to_delayed_work(w),
+					      struct softrnic_tcp, read_work);
+	struct sock *sk = t->sock->sk;
+	unsigned long again = ULONG_MAX;
+
+	local_bh_disable();
+	bh_lock_sock(sk);
+	if (sock_owned_by_user(sk)) {
+		again = 1;
+	} else {
+		read_lock(&sk->sk_callback_lock);
+		if (sk->sk_user_data == t &&
+		    softrnic_tcp_read_capped(sk, t, SOFTRNIC_HELD_READ))
+			again = 0;
+		read_unlock(&sk->sk_callback_lock);
+	}
+	bh_unlock_sock(sk);
+	local_bh_enable();
+	if (again != ULONG_MAX)
+		queue_delayed_work(system_dfl_wq, &t->read_work, again);
 }
 
 static void softrnic_tcp_write_space(struct sock *sk)
@@ -94,6 +190,8 @@ static struct softrnic_tcp *softrnic_tcp_wrap(struct socket *sock, void *ctx)
 	t->sock = sock;
 	t->ctx = ctx;
 	INIT_DELAYED_WORK(&t->work, softrnic_tcp_work_fn);
+	INIT_DELAYED_WORK(&t->read_work, softrnic_tcp_read_work_fn);
+	t->read_cap = -1;
 	/* (A listening socket has no peer: its remote stays zero.) */
 	if (kernel_getsockname(sock, (struct sockaddr *)&t->local) < 0)
 		memset(&t->local, 0, sizeof(t->local));
@@ -258,6 +356,7 @@ static void softrnic_tcp_unwrap(struct softrnic_tcp *t)
 	sk->sk_state_change = t->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 	disable_delayed_work_sync(&t->work);
+	disable_delayed_work_sync(&t->read_work);
 	sock_release(t->sock);
 	kfree(t);
 }
@@ -324,6 +423,7 @@ static void softrnic_tcp_close(struct softrnic_tcp *t)
 	sk->sk_state_change = t->saved_state_change;
 	write_unlock_bh(&sk->sk_callback_lock);
 	disable_delayed_work_sync(&t->work);
+	disable_delayed_work_sync(&t->read_work);
 	if (t->abort)
 		sock_no_linger(sk);
 	else
@@ -395,6 +495,7 @@ int softrnic_tcp_send(struct softrnic_tcp *t, const void *buf, size_t len,
 		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
 	};
 
+	softrnic_tcp_hold_starts(t);
 	return kernel_sendmsg(t->sock, &msg, &iov, 1, len);
 }
 
@@ -424,6 +525,7 @@ int softrnic_tcp_send_frags(struct softrnic_tcp *t, struct page **pages,
 		len += lens[i];
 	}
 	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
+	softrnic_tcp_hold_starts(t);
 	return sock_sendmsg(t->sock, &msg);
 }
 
@@ -503,7 +605,7 @@ int softrnic_tcp_addrs(struct softrnic_tcp *t, struct sockaddr_storage *local,
 
 /* Hand the bytes of [offset, offset + len) of `skb` to Rust in the pieces
  * they lie in; stop (desc->count = 0) as soon as Rust takes less than a
- * piece. */
+ * piece, or the read's cap (`read_cap`) is reached. */
 static int softrnic_tcp_actor(read_descriptor_t *desc, struct sk_buff *skb,
 			      unsigned int offset, size_t len)
 {
@@ -512,6 +614,9 @@ static int softrnic_tcp_actor(read_descriptor_t *desc, struct sk_buff *skb,
 	unsigned int done = 0;
 	const u8 *data;
 
+	/* (tcp_read_sock offers the rest of a piece again: 0 ends it.) */
+	if (!desc->count)
+		return 0;
 	skb_prepare_seq_read(skb, offset, offset + len, &st);
 	while (done < len) {
 		unsigned int n = skb_seq_read(done, &data, &st);
@@ -519,9 +624,13 @@ static int softrnic_tcp_actor(read_descriptor_t *desc, struct sk_buff *skb,
 
 		if (!n)
 			break;
+		if (t->read_cap >= 0 && n > t->read_cap)
+			n = t->read_cap;
 		used = softrnic_tcp_bytes(t->ctx, data, n);
 		done += used;
-		if (used < n) {
+		if (t->read_cap >= 0)
+			t->read_cap -= used;
+		if (used < n || !t->read_cap) {
 			desc->count = 0;
 			break;
 		}

@@ -110,26 +110,35 @@ impl PinnedPages {
         })
     }
 
+    /// `walk` over the region's pinned pages.
+    fn walk(
+        &self,
+        start: u64,
+        len: usize,
+        f: impl FnMut(usize, usize, usize, usize) -> bool,
+    ) -> bool {
+        walk(
+            &self.pages,
+            u64::from(self.offset),
+            super::page_size(),
+            start,
+            len,
+            f,
+        )
+    }
+
     /// Copy `data` at byte `start` of the region; false if that is past its
     /// pages.
     pub(crate) fn copy(&self, start: u64, mut data: Data<'_>) -> bool {
-        let (first, ps) = (u64::from(self.offset), super::page_size());
-        walk(
-            &self.pages,
-            first,
-            ps,
-            start,
-            data.len(),
-            |pg, off, at, n| {
-                // SAFETY: a page pinned by our umem, alive as long as `self`.
-                let Some(map) = (unsafe { PageMap::new(pg) }) else {
-                    return false;
-                };
-                // SAFETY: `off + n` stays within the mapped page (`walk`);
-                // page memory never overlaps a kernel buffer of ours.
-                unsafe { data.apply(at, map.ptr().add(off), n) }
-            },
-        )
+        self.walk(start, data.len(), |pg, off, at, n| {
+            // SAFETY: a page pinned by our umem, alive as long as `self`.
+            let Some(map) = (unsafe { PageMap::new(pg) }) else {
+                return false;
+            };
+            // SAFETY: `off + n` stays within the mapped page (`walk`);
+            // page memory never overlaps a kernel buffer of ours.
+            unsafe { data.apply(at, map.ptr().add(off), n) }
+        })
     }
 
     /// Hand `f` the pages behind `len` bytes at byte `start` of the region,
@@ -141,8 +150,7 @@ impl PinnedPages {
         len: usize,
         mut f: impl FnMut(PageRef, usize, usize) -> bool,
     ) -> bool {
-        let (first, ps) = (u64::from(self.offset), super::page_size());
-        walk(&self.pages, first, ps, start, len, |pg, off, _, n| {
+        self.walk(start, len, |pg, off, _, n| {
             // SAFETY: a page pinned by our umem, alive as long as `self`.
             match unsafe { PageRef::sendable(pg) } {
                 Some(r) => f(r, off, n),
@@ -277,20 +285,29 @@ impl KernelPages {
         Some(page as usize + (pos % ps) as usize)
     }
 
-    pub(crate) fn copy(&self, start: u64, mut data: Data<'_>) -> bool {
-        let ps = u64::from(self.page_size);
+    /// `walk` over the registered pages, as `set_layout` laid them out.
+    fn walk(
+        &self,
+        start: u64,
+        len: usize,
+        f: impl FnMut(u64, usize, usize, usize) -> bool,
+    ) -> bool {
         walk(
             &self.pages,
             self.offset,
-            ps,
+            u64::from(self.page_size),
             start,
-            data.len(),
-            |addr, off, at, n| {
-                // SAFETY: `off + n` lies in a page the consumer registered
-                // (`push`).
-                unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) }
-            },
+            len,
+            f,
         )
+    }
+
+    pub(crate) fn copy(&self, start: u64, mut data: Data<'_>) -> bool {
+        self.walk(start, data.len(), |addr, off, at, n| {
+            // SAFETY: `off + n` lies in a page the consumer registered
+            // (`push`).
+            unsafe { data.apply(at, (addr as usize + off) as *mut u8, n) }
+        })
     }
 
     /// As `PinnedPages::page_refs`.
@@ -300,19 +317,11 @@ impl KernelPages {
         len: usize,
         mut f: impl FnMut(PageRef, usize, usize) -> bool,
     ) -> bool {
-        let ps = u64::from(self.page_size);
-        walk(
-            &self.pages,
-            self.offset,
-            ps,
-            start,
-            len,
-            |addr, off, _, n| {
-                // SAFETY: `off + n` lies in a page the consumer registered
-                // (`push`), kept while it uses the registration.
-                unsafe { virt_refs(addr as usize + off, n, &mut f) }
-            },
-        )
+        self.walk(start, len, |addr, off, _, n| {
+            // SAFETY: `off + n` lies in a page the consumer registered
+            // (`push`), kept while it uses the registration.
+            unsafe { virt_refs(addr as usize + off, n, &mut f) }
+        })
     }
 
     pub(crate) fn atomic<R>(&self, start: u64, f: impl FnOnce(&AtomicU64) -> R) -> Option<R> {

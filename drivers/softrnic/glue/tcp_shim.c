@@ -75,24 +75,22 @@ static bool softrnic_tcp_held(struct sock *sk)
 	return in_task() && sock_owned_by_user_nocheck(sk);
 }
 
-/* Have Rust read at most `cap` bytes (the socket's lock held): whether it
- * took them all (more may be waiting). */
-static bool softrnic_tcp_read_capped(struct sock *sk, struct softrnic_tcp *t,
-				     int cap)
+/* Have Rust read at most `cap` bytes (the socket's lock held): what is
+ * left of the cap (0: it took them all, more may be waiting). */
+static int softrnic_tcp_read_capped(struct softrnic_tcp *t, int cap)
 {
-	bool full;
+	int left;
 
 	t->read_cap = cap;
 	softrnic_tcp_event(t->ctx, t, SOFTRNIC_TCP_READABLE);
-	full = t->read_cap == 0;
+	left = t->read_cap;
 	t->read_cap = -1;
-	return full;
+	return left;
 }
 
 static void softrnic_tcp_data_ready(struct sock *sk)
 {
 	struct softrnic_tcp *t;
-	u32 before;
 
 	if (!softrnic_tcp_held(sk)) {
 		softrnic_tcp_callback(sk, SOFTRNIC_TCP_READABLE);
@@ -100,14 +98,9 @@ static void softrnic_tcp_data_ready(struct sock *sk)
 	}
 	read_lock_bh(&sk->sk_callback_lock);
 	t = sk->sk_user_data;
-	if (t && READ_ONCE(t->held_budget) > 0) {
-		before = READ_ONCE(tcp_sk(sk)->copied_seq);
-		if (softrnic_tcp_read_capped(sk, t, READ_ONCE(t->held_budget)))
-			WRITE_ONCE(t->held_budget, 0);
-		else
-			WRITE_ONCE(t->held_budget, READ_ONCE(t->held_budget) -
-				   (int)(READ_ONCE(tcp_sk(sk)->copied_seq) - before));
-	}
+	if (t && READ_ONCE(t->held_budget) > 0)
+		WRITE_ONCE(t->held_budget,
+			   softrnic_tcp_read_capped(t, READ_ONCE(t->held_budget)));
 	if (t && READ_ONCE(t->held_budget) <= 0)
 		mod_delayed_work(system_dfl_wq, &t->read_work, 0);
 	read_unlock_bh(&sk->sk_callback_lock);
@@ -138,7 +131,7 @@ static void softrnic_tcp_read_work_fn(struct work_struct *w)
 	} else {
 		read_lock(&sk->sk_callback_lock);
 		if (sk->sk_user_data == t &&
-		    softrnic_tcp_read_capped(sk, t, SOFTRNIC_HELD_READ))
+		    !softrnic_tcp_read_capped(t, SOFTRNIC_HELD_READ))
 			again = 0;
 		read_unlock(&sk->sk_callback_lock);
 	}

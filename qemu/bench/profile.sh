@@ -7,7 +7,9 @@
 # (ib_send_lat, 8 B) or nvme (NVMe over Fabrics, one device alone in
 # loopback as consumers.sh runs it: fio 4 KiB random writes at depth 32
 # for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk) or
-# nvme128 (the same with 128 KiB sequential writes at depth 32).
+# nvme128 (the same with 128 KiB sequential writes at depth 32) or many
+# (ib_write_bw, 4 KiB, MANY_QPS QPs (default 1024) of send queue depth 4,
+# as the bench's many_qps: one thread posting to every QP in turn).
 # TYPE: default "sr rxe".
 #
 # For each type it prints the CPU use (vmstat), a perf profile of the whole
@@ -47,6 +49,8 @@ SHIMS="softrnic_udp_encap_recv softrnic_skb_xmit softrnic_skb_alloc softrnic_skb
 
 command -v perf >/dev/null || { echo "FAIL no perf in the guest (scripts/profile installs linux-perf)"; exit 1; }
 modprobe rdma_ucm
+# (perftest listens with a backlog of its QP count: see perf.sh.)
+sysctl -qw net.rdma_ucm.max_backlog=4096
 mountpoint -q $TR || mount -t tracefs nodev $TR
 
 nvme_fio() { # RW BS: 12 s of fio at depth 32 on the connected namespace
@@ -60,9 +64,10 @@ scenario() {
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
     write_bw64) perftest ib_write_bw $PORT -R -s 64 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
+    many) perftest ib_write_bw $PORT -R -s 4096 -q ${MANY_QPS:-1024} -t 4 -D 12 ;;
     nvme) nvme_fio randwrite 4k ;;
     nvme128) nvme_fio write 128k ;;
-    *) echo "FAIL unknown scenario $SCEN (write_bw, write_bw64, send_lat, nvme, nvme128)"; exit 1 ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, write_bw64, send_lat, nvme, nvme128, many)"; exit 1 ;;
     esac
 }
 
@@ -86,7 +91,7 @@ down() {
 # figure: the client's result line.
 figure() {
     case $SCEN in
-    write_bw*) echo "MiB/s (perftest average): $(column 'BW average' 4), Mpps $(column 'MsgRate' 5)" ;;
+    write_bw* | many) echo "MiB/s (perftest average): $(column 'BW average' 4), Mpps $(column 'MsgRate' 5)" ;;
     send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
     nvme*) python3 -c 'import json; j = json.load(open("/tmp/fio.prof.json"))["jobs"][0]; w = j["write"]
 print("fio %s %s, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"

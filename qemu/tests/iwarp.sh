@@ -24,7 +24,7 @@ PAIRS="siw:siw sw:sw sw:siw siw:sw"
 # kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sw:sw"
 TESTS="ucmatose rping rping_big rping_ipv6 rping_ll rdma_server rstream riostream rcopy write_bw read_bw send_bw
-    write_bw_4qp read_bw_4qp_1m send_lat write_imm_bw fetch_add_bw cmp_swap_bw join rc_pingpong rc_pingpong_2nd gids capture"
+    write_bw_4qp read_bw_4qp_1m many_qps send_lat write_imm_bw fetch_add_bw cmp_swap_bw join rc_pingpong rc_pingpong_2nd gids capture"
 CRC_MODES="crc nocrc"
 # RFC 6581 peer-to-peer mode (mpa_rtr=1: softrnic initiators ask for it and
 # send a zero-length WRITE as the RTR): softrnic to softrnic, and softrnic to
@@ -200,6 +200,7 @@ t_read_bw() {
 }
 t_send_bw() { bw_test ib_send_bw 18713 -R -n $((300 / SLOW)); }
 t_write_bw_4qp() { qp4_test ib_write_bw 18719; }
+t_many_qps() { many_qps_test 18730; }
 # 1 MiB READs on 4 QPs: the responses stream into the requester's sockets
 # while perftest's one thread posts.  A post's send that held a socket
 # placed what arrived meanwhile for as long as it came, seconds, and no
@@ -292,9 +293,11 @@ v4_gid() {
 }
 
 t_send_lat() {
+    d0=$(deferred_doorbells $DEV_B)
     perftest ib_send_lat 18715 -R -n 200
     lat=$(column 't_avg' 6)
     [ -n "$lat" ] || fail "no t_avg in the client's output"
+    lat_keeps_doorbells $d0
     result "${lat}us avg"
 }
 

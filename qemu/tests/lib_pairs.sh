@@ -210,6 +210,46 @@ qp4_test() {
     result "$DONE messages of $((size / 1024)) KiB over 4 QPs in the $(measured_window $secs) s window"
 }
 
+# deferred_doorbells DEV: a softrnic device's `doorbells_deferred` (0 for
+# another device).
+deferred_doorbells() {
+    case $1 in sr_* | sw_*) cat /sys/class/infiniband/$1/ports/1/hw_counters/doorbells_deferred ;;
+    *) echo 0 ;; esac
+}
+
+# many_qps_test PORT: 64 QPs of depth 4 carrying 4 KiB writes, all posted
+# and polled by one thread that posts to each in turn before it polls (the
+# bench's many_qps at a size a test can connect in a second).  Its posts
+# run ahead of its polling, so a softrnic client leaves its doorbells to
+# the work item (`doorbells_deferred` moves) instead of sending each
+# message in the post, which made a pass over 1024 QPs take seconds
+# (drivers/softrnic/transport/mod.rs, `Qp::posts_ahead`).  Every message
+# must complete.  With rxe as the responder the QPs get the longer ACK
+# timeout, as in qp4_test.
+many_qps_test() {
+    port=$1
+    [ "$TYPE_A" = rxe ] && set -- -u 20 || set --
+    d0=$(deferred_doorbells $DEV_B)
+    bind=$SRV_BIND; SRV_BIND=$IP_A
+    perftest ib_write_bw $port -R -q 64 -t 4 -s 4096 -n $((40 / SLOW)) "$@"
+    SRV_BIND=$bind
+    bw=$(column 'BW average' 4)
+    [ -n "$bw" ] || fail "no BW average in the client's output"
+    d=$(($(deferred_doorbells $DEV_B) - d0))
+    case $DEV_B in
+    sr_* | sw_*) [ $d -gt 0 ] || fail "no doorbell deferred while 64 QPs' completions went unpolled" ;;
+    esac
+    result "${bw} MB/s, $d doorbells deferred"
+}
+
+# lat_keeps_doorbells D0: a softrnic client's latency run (one message
+# polled before the next is posted) deferred no doorbell since the
+# client's count was D0: each post sends from the posting thread.
+lat_keeps_doorbells() {
+    d=$(($(deferred_doorbells $DEV_B) - $1))
+    [ $d = 0 ] || fail "$d doorbells deferred in a latency run, which polls each completion"
+}
+
 # The fault profiles (faults.sh, faults_iwarp.sh): netem on both ends of
 # the veth between the namespaces, so data and acknowledgements both suffer.
 # netem arguments of a profile (empty: no qdisc).

@@ -25,7 +25,7 @@ PAIRS="rxe:rxe sr:sr sr:rxe rxe:sr"
 # is the stock kernel's run.
 [ "$SLOW" -gt 1 ] && PAIRS="sr:sr"
 TESTS="rc_pingpong uc_pingpong ud_pingpong srq_pingpong rc_pingpong_ipv6 ud_pingpong_ipv6 rping
-       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp send_lat qp_details qp_counters capture"
+       ucmatose udaddy rdma_server mckey write_bw read_bw send_bw atomic_bw write_bw_4qp many_qps send_lat qp_details qp_counters capture"
 
 NS_A=ta VETH_A=ta0 IP_A=10.77.0.1 IP6_A=fd77::1
 NS_B=tb VETH_B=tb0 IP_B=10.77.0.2 IP6_B=fd77::2
@@ -172,10 +172,14 @@ t_send_bw() { bw_test ib_send_bw 18613 -n $((300 / SLOW)); }
 t_atomic_bw() { bw_test ib_atomic_bw 18614 -n $((1000 / SLOW)); }
 t_write_bw_4qp() { qp4_test ib_write_bw 18616; }
 
+t_many_qps() { many_qps_test 18617; }
+
 t_send_lat() {
+    d0=$(deferred_doorbells $DEV_B)
     perftest ib_send_lat 18615 -n 200
     lat=$(column 't_avg' 6)
     [ -n "$lat" ] || fail "no t_avg in the client's output"
+    lat_keeps_doorbells $d0
     result "${lat}us avg"
 }
 

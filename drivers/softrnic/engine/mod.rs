@@ -93,6 +93,10 @@ pub(crate) enum Counter {
     /// (the doorbell clears the flag before it returns).  So `doorbells`
     /// never exceeds it for single-threaded posters.
     EngineIdle,
+    /// Doorbells left to the QP's work item rather than sent from in the
+    /// posting thread, because the QP's send CQ held completions its
+    /// application had not polled yet (`Qp::posts_ahead`).
+    DoorbellsDeferred,
     /// RoCE: packets whose payload was read in place from the page
     /// fragments the network stack kept it in (never linearised).
     RxPaged,
@@ -106,7 +110,7 @@ pub(crate) enum Counter {
     IwTxRefBytes,
 }
 
-pub(crate) const COUNTERS: usize = 36;
+pub(crate) const COUNTERS: usize = 37;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"sent_pkts",
     c"rcvd_pkts",
@@ -141,6 +145,7 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"iw_mpa_timeouts",
     c"doorbells",
     c"engine_idle",
+    c"doorbells_deferred",
     c"rx_paged",
     c"looped_pkts",
     c"iw_tx_ref_bytes",

@@ -104,6 +104,11 @@ impl Owed {
 }
 
 impl Cq {
+    /// Completions written and not yet polled.
+    pub(crate) fn unpolled(&self) -> u32 {
+        self.inner.lock().outstanding()
+    }
+
     /// Add a completion.  Err: the CQ overflowed (it is now in error and
     /// the completion is lost) or was already in error.
     pub(crate) fn push(&self, cqe: &Cqe, solicited: bool) -> (Result, Owed) {

@@ -22,14 +22,22 @@ impl Qp {
     /// item).
     pub(crate) fn iwarp_doorbell(&self, here: bool) {
         // Connected: the stream's sender takes it.
-        if self.inner.lock().iw.is_some() {
+        let s = self.inner.lock();
+        if s.iw.is_some() {
             if here {
+                drop(s);
                 self.iwarp_pump(crate::transport::Pumper::Doorbell);
             } else {
-                self.schedule();
+                // (A user's posts from now on need no doorbell: the work
+                // item's pump looks at the producer.)
+                if self.user {
+                    self.doorbell_heard(&s);
+                }
+                self.queue_pump(&s.eng);
             }
             return;
         }
+        drop(s);
         let dev = self.dev();
         let mut after = After::default();
         {

@@ -19,8 +19,9 @@ use crate::verbs::qp::{After, Qp, QpInner};
 impl Qp {
     /// New work (`here`: a user's doorbell, a system call the thread pays
     /// for anyway: send from it, as siw does, rather than wake the work
-    /// item).
-    pub(crate) fn iwarp_doorbell(&self, here: bool) {
+    /// item).  `ahead`: the posting thread's to send but for
+    /// `Qp::posts_ahead` (see `Qp::defer_doorbell`).
+    pub(crate) fn iwarp_doorbell(&self, here: bool, ahead: bool) {
         // Connected: the stream's sender takes it.
         let s = self.inner.lock();
         if s.iw.is_some() {
@@ -28,12 +29,7 @@ impl Qp {
                 drop(s);
                 self.iwarp_pump(crate::transport::Pumper::Doorbell);
             } else {
-                // (A user's posts from now on need no doorbell: the work
-                // item's pump looks at the producer.)
-                if self.user {
-                    self.doorbell_heard(&s);
-                }
-                self.queue_pump(&s.eng);
+                self.defer_doorbell(&s, ahead);
             }
             return;
         }

@@ -431,13 +431,18 @@ impl Qp {
     /// Have a work item pump: the high-priority one, or the bulk one while
     /// the QP streams (`Engine::bulk`).
     pub(crate) fn queue_pump(&self, eng: &Engine) {
-        if eng.dying {
-            return;
-        }
         if eng.bulk {
-            self.bulk_work.queue(self.home());
-        } else {
+            self.queue_bulk_pump(eng);
+        } else if !eng.dying {
             self.work.queue(self.home());
+        }
+    }
+
+    /// Have the normal-priority work item pump, whether or not the QP
+    /// streams (`Qp::defer_doorbell`).
+    pub(crate) fn queue_bulk_pump(&self, eng: &Engine) {
+        if !eng.dying {
+            self.bulk_work.queue(self.home());
         }
     }
 

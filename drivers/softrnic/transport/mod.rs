@@ -62,7 +62,14 @@ impl Qp {
     /// A doorbell the work item answers (the caller holds the QP lock):
     /// a user's posts from now on need no doorbell, the work item looking
     /// at the producer.  `ahead`: it was the posting thread's to send but
-    /// for `posts_ahead`, and is counted.
+    /// for `posts_ahead`; it is counted, and its work item is the normal-
+    /// priority one: the high-priority item preempts the posting thread
+    /// on its own CPU (the home of half the QPs with two CPUs), which then
+    /// waits for every message it posts there.  With 4096 QPs perftest's
+    /// first pass outlasted its run, completing nothing in its window on
+    /// RoCE (iWARP: in one run of two); at normal priority every run
+    /// completed: RoCE 15 and 19 MiB/s, iWARP 14 and 12 (rxe 6.5 and 18),
+    /// and RoCE's 1024 QPs 16 and 21 went to 23 and 28 (2026-11-29).
     pub(crate) fn defer_doorbell(&self, s: &QpInner, ahead: bool) {
         if self.user {
             self.doorbell_heard(s);
@@ -71,8 +78,10 @@ impl Qp {
             self.dev()
                 .counters()
                 .bump(crate::engine::Counter::DoorbellsDeferred);
+            self.queue_bulk_pump(&s.eng);
+        } else {
+            self.queue_pump(&s.eng);
         }
-        self.queue_pump(&s.eng);
     }
 
     /// A user's doorbell while completions pile up in the QP's send CQ:

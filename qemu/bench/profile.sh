@@ -4,9 +4,10 @@
 #   qemu/run --timeout S qemu/bench/profile.sh [SCENARIO] [TYPE...]
 # SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), write_bw64
 # (the same with 64 B messages: the per-message cost), send_lat
-# (ib_send_lat, 8 B) or nvme (NVMe over Fabrics, one device alone in
-# loopback as consumers.sh runs it: fio 4 KiB random writes at depth 32
-# for 12 s through nvme-rdma to nvmet-rdma's memory-backed null_blk) or
+# (ib_send_lat, 8 B) or write_lat (ib_write_lat, 8 B) or nvme (NVMe over
+# Fabrics, one device alone in loopback as consumers.sh runs it: fio 4 KiB
+# random writes at depth 32 for 12 s through nvme-rdma to nvmet-rdma's
+# memory-backed null_blk) or
 # nvme128 (the same with 128 KiB sequential writes at depth 32) or many
 # (ib_write_bw, 4 KiB, MANY_QPS QPs (default 1024) of send queue depth 4,
 # as the bench's many_qps: one thread posting to every QP in turn).
@@ -64,6 +65,7 @@ scenario() {
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
     write_bw64) perftest ib_write_bw $PORT -R -s 64 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
+    write_lat) perftest ib_write_lat $PORT -R -s 8 -n 60000 ;;
     many) perftest ib_write_bw $PORT -R -s 4096 -q ${MANY_QPS:-1024} -t 4 -D 12 ;;
     nvme) nvme_fio randwrite 4k ;;
     nvme128) nvme_fio write 128k ;;
@@ -92,7 +94,7 @@ down() {
 figure() {
     case $SCEN in
     write_bw* | many) echo "MiB/s (perftest average): $(column 'BW average' 4), Mpps $(column 'MsgRate' 5)" ;;
-    send_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
+    send_lat|write_lat) echo "us typical $(column t_typical 5) p99 $(column t_typical 8)" ;;
     nvme*) python3 -c 'import json; j = json.load(open("/tmp/fio.prof.json"))["jobs"][0]; w = j["write"]
 print("fio %s %s, depth 32: %.0f IOPS, %.0f KiB/s, mean completion %.2f ms"
       % (j["job options"]["rw"], j["job options"]["bs"], w["iops"], w["bw"], w["clat_ns"]["mean"] / 1e6))' ;;

@@ -274,6 +274,8 @@ netem_of() {
     # sends UDP checksum 0, so nothing else does); over TCP its checksum
     # catches nearly all, and the MPA CRC, when on, the rest.
     corrupt) echo "corrupt 0.1%" ;;
+    # faults.sh's feed for its counter verdict under corrupt (see there).
+    corrupt1) echo "corrupt 1%" ;;
     *) return 1 ;;
     esac
 }

@@ -6,7 +6,7 @@
 use core::ffi::{c_int, c_uint};
 use core::mem::{offset_of, size_of, zeroed};
 use core::ptr::{self, addr_of, addr_of_mut};
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{fence, AtomicPtr, Ordering};
 
 use softrnic_abi as abi;
 
@@ -20,6 +20,10 @@ pub struct Cq {
     /// libibverbs hands back are pointers to the Cq.
     vcq: verbs_cq,
     q: Locked<CqState>,
+    /// The header of `q`'s ring (null while it has none), for a poll that
+    /// finds the CQ empty without taking the lock.  Every ring it has
+    /// pointed to stays mapped until the CQ is destroyed (`retired`).
+    head: AtomicPtr<u8>,
 }
 
 const _: () = assert!(offset_of!(Cq, vcq) == 0);
@@ -31,6 +35,9 @@ struct CqState {
     cur: abi::Cqe,
     /// Whether `cur` is still in the ring (the consumer is not past it).
     holding: bool,
+    /// The rings resize_cq replaced: a lock-free empty poll may still be
+    /// reading one of their headers, so they are unmapped only with the CQ.
+    retired: Vec<Ring>,
 }
 
 /// Why a CQ cannot be polled.
@@ -207,13 +214,17 @@ unsafe fn finish_create(ctx: *mut ibv_context, cq: *mut Cq, info: &abi::QueueInf
     // SAFETY: ctx is the live context.
     match unsafe { Ring::map(cmd_fd(ctx), info, size_of::<abi::Cqe>()) } {
         Ok(ring) => {
+            let head = ring.header_addr();
             let st = CqState {
                 ring,
                 cur: abi::Cqe::default(),
                 holding: false,
+                retired: Vec::new(),
             };
             // SAFETY: cq is ours and its `q` is uninitialised memory.
             unsafe { Locked::init(addr_of_mut!((*cq).q), st) };
+            // SAFETY: as above; nobody polls it yet.
+            unsafe { (*cq).head.store(head, Ordering::Release) };
             true
         }
         Err(e) => {
@@ -375,6 +386,10 @@ pub unsafe extern "C" fn destroy_cq(ibcq: *mut ibv_cq) -> c_int {
 pub unsafe extern "C" fn resize_cq(ibcq: *mut ibv_cq, cqe: c_int) -> c_int {
     // SAFETY: ibcq is one of our CQs.
     let mut st = unsafe { state(ibcq) }.lock();
+    // Room to keep the old ring mapped, before the kernel lets it go.
+    if st.retired.try_reserve(1).is_err() {
+        return libc::ENOMEM;
+    }
     // SAFETY: zeroed command/response structures are valid inputs.
     let (mut cmd, mut resp): (ibv_resize_cq, ResizeCqResp) = unsafe { (zeroed(), zeroed()) };
     // SAFETY: ibcq is live; the buffers are sized.  The lock keeps pollers
@@ -393,18 +408,38 @@ pub unsafe extern "C" fn resize_cq(ibcq: *mut ibv_cq, cqe: c_int) -> c_int {
         return ret;
     }
     // The kernel has switched to the new ring (its header's counters
-    // continue where the old ones were); the old one is stale either way.
+    // continue where the old ones were); the old one is stale either way,
+    // but stays mapped (`retired`).  A lock-free poll that read the old
+    // header saw it empty before the switch, which is an answer it could
+    // have had then.
     // SAFETY: ibcq's context is live.
-    match unsafe { Ring::map(cmd_fd((*ibcq).context), &resp.drv.cq, size_of::<abi::Cqe>()) } {
-        Ok(ring) => {
-            st.ring = ring; // drops (unmaps) the old ring
-            0
-        }
-        Err(e) => {
-            st.ring = Ring::NONE; // polls now fail
-            e
-        }
-    }
+    let (ring, ret) =
+        match unsafe { Ring::map(cmd_fd((*ibcq).context), &resp.drv.cq, size_of::<abi::Cqe>()) } {
+            Ok(ring) => (ring, 0),
+            Err(e) => (Ring::NONE, e), // polls now fail
+        };
+    // SAFETY: ibcq is one of our CQs.
+    unsafe {
+        (*ibcq.cast::<Cq>())
+            .head
+            .store(ring.header_addr(), Ordering::Release)
+    };
+    let old = core::mem::replace(&mut st.ring, ring);
+    st.retired.push(old); // reserved above
+    ret
+}
+
+/// Whether the CQ holds no completion and no error, seen without its lock:
+/// the common answer of a busy-polling application, at the cost of three
+/// loads instead of a lock round trip.
+///
+/// # Safety
+/// `ibcq` is one of our live CQs.
+unsafe fn looks_empty(ibcq: *mut ibv_cq) -> bool {
+    // SAFETY: per the caller's promise.
+    let head = unsafe { (*ibcq.cast::<Cq>()).head.load(Ordering::Acquire) };
+    // SAFETY: a ring `head` pointed to stays mapped until destroy_cq.
+    !head.is_null() && unsafe { Ring::idle_at(head, abi::QUEUE_OVERFLOWED) }
 }
 
 /// # Safety
@@ -412,7 +447,12 @@ pub unsafe extern "C" fn resize_cq(ibcq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// promises.
 pub unsafe extern "C" fn poll_cq(ibcq: *mut ibv_cq, ne: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: ibcq is one of our CQs; wc has room for ne entries.
-    unsafe { state(ibcq).lock().poll(ne, wc) }
+    unsafe {
+        if looks_empty(ibcq) {
+            return 0;
+        }
+        state(ibcq).lock().poll(ne, wc)
+    }
 }
 
 /// Arming is a store into the ring header, no syscall: the kernel raises
@@ -483,7 +523,11 @@ unsafe fn load_current(c: *mut ibv_cq_ex, st: &mut CqState) -> c_int {
 }
 
 unsafe extern "C" fn start_poll(c: *mut ibv_cq_ex, _attr: *mut ibv_poll_cq_attr) -> c_int {
-    // SAFETY: c is one of our extended CQs.
+    // SAFETY: c is one of our extended CQs (ibv_cq_ex is at offset 0).
+    if unsafe { looks_empty(c.cast()) } {
+        return libc::ENOENT;
+    }
+    // SAFETY: as above.
     let q = unsafe { ex_state(c) };
     // SAFETY: released by end_poll, or below when nothing is returned (the
     // caller does not call end_poll then).
@@ -586,13 +630,19 @@ mod tests {
     /// A CQ as create_cq leaves it, on a test ring.
     fn test_cq(slots: u32) -> *mut Cq {
         let cq = alloc_obj::<Cq>().expect("calloc");
+        let ring = test_ring(slots, abi::CQE_BYTES, size_of::<abi::Cqe>());
+        let head = ring.header_addr();
         let st = CqState {
-            ring: test_ring(slots, abi::CQE_BYTES, size_of::<abi::Cqe>()),
+            ring,
             cur: abi::Cqe::default(),
             holding: false,
+            retired: Vec::new(),
         };
         // SAFETY: fresh allocation.
-        unsafe { Locked::init(addr_of_mut!((*cq).q), st) };
+        unsafe {
+            Locked::init(addr_of_mut!((*cq).q), st);
+            (*cq).head.store(head, Ordering::Release);
+        }
         cq
     }
 
@@ -714,6 +764,63 @@ mod tests {
         let mut wc: [ibv_wc; 2] = unsafe { zeroed() };
         // SAFETY: a live CQ; wc has room.
         assert_eq!(unsafe { poll_cq(ibcq, 2, wc.as_mut_ptr()) }, -1);
+        drop_cq(cq);
+    }
+
+    #[test]
+    fn overflow_of_an_empty_cq_is_an_error() {
+        let cq = test_cq(4);
+        let ibcq: *mut ibv_cq = cq.cast();
+        // SAFETY: live CQ.
+        unsafe { state(ibcq) }
+            .lock()
+            .ring
+            .kernel_flags()
+            .store(abi::QUEUE_OVERFLOWED, Ordering::Release);
+        // SAFETY: plain data.
+        let mut wc: [ibv_wc; 1] = unsafe { zeroed() };
+        // SAFETY: a live CQ; wc has room.  The lock-free check must not
+        // answer "empty" for a CQ in error.
+        assert_eq!(unsafe { poll_cq(ibcq, 1, wc.as_mut_ptr()) }, -1);
+        drop_cq(cq);
+    }
+
+    /// A poll that finds nothing does not wait for a thread that holds the
+    /// lock (another poller, or an extended poll between start and end).
+    #[test]
+    fn empty_poll_takes_no_lock() {
+        let cq = test_cq(4);
+        let ibcq: *mut ibv_cq = cq.cast();
+        // SAFETY: live CQ; released below.
+        unsafe { state(ibcq).raw_lock() };
+        let addr = cq as usize;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let ibcq = addr as *mut ibv_cq;
+            let ex = addr as *mut ibv_cq_ex;
+            // SAFETY: plain data.
+            let (mut wc, mut attr): ([ibv_wc; 1], ibv_poll_cq_attr) = unsafe { zeroed() };
+            // SAFETY: a live CQ; wc has room.
+            let polled = unsafe { poll_cq(ibcq, 1, wc.as_mut_ptr()) };
+            // SAFETY: as above.
+            let started = unsafe { start_poll(ex, &mut attr) };
+            tx.send((polled, started)).unwrap();
+        });
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            got,
+            Ok((0, libc::ENOENT)),
+            "an empty poll waited for the lock"
+        );
+        // SAFETY: taken above.
+        unsafe { state(ibcq).raw_unlock() };
+        // Something to poll: the locked path takes it.
+        produce(cq, cqe(3));
+        // SAFETY: plain data.
+        let mut wc: [ibv_wc; 1] = unsafe { zeroed() };
+        // SAFETY: a live CQ; wc has room.
+        assert_eq!(unsafe { poll_cq(ibcq, 1, wc.as_mut_ptr()) }, 1);
+        assert_eq!(wc[0].wr_id, 3);
         drop_cq(cq);
     }
 

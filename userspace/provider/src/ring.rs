@@ -77,6 +77,31 @@ impl Ring {
         !self.base.is_null()
     }
 
+    /// The header's address (null when unmapped), for `Ring::idle_at`.
+    pub fn header_addr(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// Whether the ring whose header is at `base` holds nothing and has
+    /// none of `flags` set, read without the queue's lock.  Consumer, then
+    /// producer: both only move forward, the consumer never past the
+    /// producer, so equal values mean the ring was empty when the producer
+    /// was read, whatever a thread holding the lock did meanwhile.
+    ///
+    /// # Safety
+    /// `base` is the header of a ring that stays mapped during the call.
+    pub unsafe fn idle_at(base: *mut u8, flags: u32) -> bool {
+        let word = |offset: usize| {
+            // SAFETY: per the caller's promise; the u32 fields are aligned
+            // and every access to them is atomic.
+            unsafe { AtomicU32::from_ptr(base.add(offset).cast()) }
+        };
+        let cons = word(offset_of!(abi::QueueHeader, consumer)).load(Ordering::Acquire);
+        let prod = word(offset_of!(abi::QueueHeader, producer)).load(Ordering::Acquire);
+        cons == prod
+            && word(offset_of!(abi::QueueHeader, kernel_flags)).load(Ordering::Acquire) & flags == 0
+    }
+
     /// Bytes of one slot (0 when unmapped).
     pub fn slot_bytes(&self) -> usize {
         self.slot_bytes as usize

@@ -91,11 +91,8 @@ impl Ring {
     /// # Safety
     /// `base` is the header of a ring that stays mapped during the call.
     pub unsafe fn idle_at(base: *mut u8, flags: u32) -> bool {
-        let word = |offset: usize| {
-            // SAFETY: per the caller's promise; the u32 fields are aligned
-            // and every access to them is atomic.
-            unsafe { AtomicU32::from_ptr(base.add(offset).cast()) }
-        };
+        // SAFETY: per the caller's promise.
+        let word = |offset: usize| unsafe { header_word(base, offset) };
         let cons = word(offset_of!(abi::QueueHeader, consumer)).load(Ordering::Acquire);
         let prod = word(offset_of!(abi::QueueHeader, producer)).load(Ordering::Acquire);
         cons == prod
@@ -109,10 +106,8 @@ impl Ring {
 
     fn word(&self, offset: usize) -> &AtomicU32 {
         debug_assert!(self.is_mapped());
-        // SAFETY: the header is mapped for as long as `self` is, its u32
-        // fields are 4-byte aligned, and every access to them (here and in
-        // the kernel) is atomic.
-        unsafe { AtomicU32::from_ptr(self.base.add(offset).cast()) }
+        // SAFETY: the header is mapped for as long as `self` is.
+        unsafe { header_word(self.base, offset) }
     }
 
     pub fn producer(&self) -> &AtomicU32 {
@@ -172,6 +167,17 @@ impl Ring {
         *cons = self.consumer().load(Ordering::Acquire);
         self.has_room(prod, *cons)
     }
+}
+
+/// The u32 field at `offset` of the ring header at `base`.
+///
+/// # Safety
+/// `base` is the header of a ring that stays mapped for `'a`, and `offset`
+/// is that of one of its u32 fields.
+unsafe fn header_word<'a>(base: *mut u8, offset: usize) -> &'a AtomicU32 {
+    // SAFETY: per the caller's promise; the u32 fields are 4-byte aligned,
+    // and every access to them (here and in the kernel) is atomic.
+    unsafe { AtomicU32::from_ptr(base.add(offset).cast()) }
 }
 
 impl Drop for Ring {

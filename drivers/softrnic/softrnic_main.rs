@@ -52,6 +52,9 @@ mod icrc;
 #[path = "core/psn.rs"]
 #[allow(dead_code)]
 mod psn;
+#[path = "core/roce_gso.rs"]
+#[allow(dead_code)]
+mod roce_gso;
 #[path = "core/roce_wire.rs"]
 #[allow(dead_code)]
 mod roce_wire;

@@ -3,7 +3,8 @@
 # perftest scenario, two namespaces apart (lib_pairs.sh, as the bench).
 #   qemu/run --timeout S qemu/bench/profile.sh [SCENARIO] [TYPE...]
 # SCENARIO: write_bw (ib_write_bw, 64 KiB, 1 QP; the default), write_bw64
-# (the same with 64 B messages: the per-message cost), send_lat
+# (the same with 64 B messages: the per-message cost), write_bw1k (1 KiB,
+# one packet a message at MTU 1024), send_lat
 # (ib_send_lat, 8 B) or write_lat (ib_write_lat, 8 B) or nvme (NVMe over
 # Fabrics, one device alone in loopback as consumers.sh runs it: fio 4 KiB
 # random writes at depth 32 for 12 s through nvme-rdma to nvmet-rdma's
@@ -11,7 +12,8 @@
 # nvme128 (the same with 128 KiB sequential writes at depth 32) or many
 # (ib_write_bw, 4 KiB, MANY_QPS QPs (default 1024) of send queue depth 4,
 # as the bench's many_qps: one thread posting to every QP in turn).
-# TYPE: default "sr rxe".
+# TYPE: default "sr rxe"; srn is sr with the veths' UDP segmentation off
+# (softrnic_roce sending one skb per packet: no GSO packets).
 #
 # For each type it prints the CPU use (vmstat), a perf profile of the whole
 # run (cpu-clock samples: by command and library, then by symbol) and, for
@@ -64,12 +66,13 @@ scenario() {
     case $SCEN in
     write_bw) perftest ib_write_bw $PORT -R -s 65536 -q 1 -D 12 ;;
     write_bw64) perftest ib_write_bw $PORT -R -s 64 -q 1 -D 12 ;;
+    write_bw1k) perftest ib_write_bw $PORT -R -s 1024 -q 1 -D 12 ;;
     send_lat) perftest ib_send_lat $PORT -R -s 8 -n 60000 ;;
     write_lat) perftest ib_write_lat $PORT -R -s 8 -n 60000 ;;
     many) perftest ib_write_bw $PORT -R -s 4096 -q ${MANY_QPS:-1024} -t 4 -D 12 ;;
     nvme) nvme_fio randwrite 4k ;;
     nvme128) nvme_fio write 128k ;;
-    *) echo "FAIL unknown scenario $SCEN (write_bw, write_bw64, send_lat, nvme, nvme128, many)"; exit 1 ;;
+    *) echo "FAIL unknown scenario $SCEN (write_bw, write_bw64, write_bw1k, send_lat, write_lat, nvme, nvme128, many)"; exit 1 ;;
     esac
 }
 
@@ -78,6 +81,9 @@ scenario() {
 up() {
     if [ "${SCEN#nvme}" != "$SCEN" ]; then
         setup_dev $TYPE 9 && nvmet_up && (nvme_connect) && NVME1=/dev/$(ns_dev 1)
+    elif [ $TYPE = srn ]; then
+        setup_pair sr sr && ip netns exec $NS_A ethtool -K $VETH_A tx-udp-segmentation off &&
+            ip netns exec $NS_B ethtool -K $VETH_B tx-udp-segmentation off
     else
         setup_pair $TYPE $TYPE
     fi
@@ -114,7 +120,8 @@ shim_times() {
 
 rc=0
 for TYPE in $TYPES; do
-    TYPE_A=$TYPE TYPE_B=$TYPE PAIR=$TYPE:$TYPE
+    t=$TYPE; [ $TYPE = srn ] && t=sr
+    TYPE_A=$t TYPE_B=$t PAIR=$t:$t
     echo "=== $TYPE: $SCEN"
     up > /tmp/up.out 2>&1 || { cat /tmp/up.out; echo "FAIL $TYPE: setup"; rc=1; down; continue; }
     # 1. perf over the whole run (started first: started mid-run under
@@ -145,7 +152,7 @@ for TYPE in $TYPES; do
         -S _raw_spin_unlock_irq_enable,_raw_spin_unlock_irqrestore 2>/dev/null |
         grep -v '^#' | grep . | head -n 50
     # 2. softrnic only: the shims' durations over 2 s of a second run.
-    if [ $TYPE = sr ] || [ $TYPE = sw ]; then
+    if [ $t = sr ] || [ $t = sw ]; then
         : > $TR/set_ftrace_filter
         for f in $SHIMS; do echo $f >> $TR/set_ftrace_filter 2>/dev/null; done
         echo function_graph > $TR/current_tracer

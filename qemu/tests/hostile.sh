@@ -37,7 +37,7 @@ set -- test_valid_packets_are_delivered test_fragmented_packet_is_delivered \
     test_bad_pad_count_is_malformed test_foreign_pkey_is_malformed test_oversized_is_malformed \
     test_wrong_qkey_is_dropped test_rc_opcode_to_ud_qp_is_dropped test_out_of_window_psn_naks_once \
     test_old_psn_is_duplicate test_stray_ack_is_ignored test_spoofed_source_is_dropped \
-    test_target_qps_saw_only_valid_packets \
+    test_tunnel_gso_is_dropped test_target_qps_saw_only_valid_packets \
     test_fuzzed_packets test_fuzzed_packets_every_qp_state test_kill_9_during_traffic test_link_del_during_traffic \
     test_rmmod_during_traffic test_netdev_del_during_traffic test_netns_del_during_traffic \
     test_thousands_of_objects test_fork_after_registration test_unload_leaves_nothing
@@ -98,6 +98,41 @@ test_old_psn_is_duplicate() { expect rc_behind duplicate_request 5; }
 test_stray_ack_is_ignored() { expect rc_stray_ack rx_duplicate_response 5; }
 # RC packets from an address that is not the QP's peer never reach it.
 test_spoofed_source_is_dropped() { SRC=10.88.0.99 expect rc_ahead rx_bad_state 5; }
+
+# GSO packets that are not softrnic's reach its socket whole too: another
+# UDP tunnel's (a vxlan device with port 4791 in netns hb, carrying UDP GSO
+# datagrams of 8 segments) is marked as tunnel traffic, which softrnic's
+# socket accepts uncut, and softrnic cuts it at the tunnel's segment size
+# into RoCE packets that are not.  Each must be counted and dropped (the
+# target QPs then see nothing: the next test), none delivered: rcvd_pkts
+# grows by what the drop counters grow by.
+drops() {
+    echo $(( $(counter rx_malformed) + $(counter rx_bad_icrc) + $(counter rx_unknown_qp) +
+        $(counter rx_bad_state) + $(counter rx_dropped) ))
+}
+test_tunnel_gso_is_dropped() {
+    modprobe vxlan || skip "no vxlan module"
+    ip -n hb link del vx0 2>/dev/null
+    ip -n hb link add vx0 type vxlan id 42 dstport 4791 remote 10.88.0.1 local 10.88.0.2 dev hb0 &&
+        ip -n hb addr add 192.168.88.2/24 dev vx0 && ip -n hb link set vx0 up &&
+        ip -n hb neigh add 192.168.88.1 lladdr 02:00:00:00:88:01 dev vx0 nud permanent ||
+        fail "vxlan setup"
+    g0=$(counter rx_gso) r0=$(counter rcvd_pkts) d0=$(drops)
+    ip netns exec hb python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_UDP, 103, 1000)  # UDP_SEGMENT: GSO datagrams of 1000-byte segments
+for i in range(20):
+    s.sendto(bytes((i + j) & 0xff for j in range(8000)), ("192.168.88.1", 9999))
+' || { ip -n hb link del vx0; fail "UDP GSO sender failed"; }
+    wait_for "[ \$(counter rcvd_pkts) -gt $r0 ] && [ \$(drops) -ge \$(( \$(counter rcvd_pkts) - $r0 + $d0 )) ]" 50
+    ip -n hb link del vx0
+    g=$(( $(counter rx_gso) - g0 )) r=$(( $(counter rcvd_pkts) - r0 )) d=$(( $(drops) - d0 ))
+    rdma statistic show link hx0/1
+    [ $g -gt 0 ] || fail "no GSO packet taken whole (rx_gso +$g, rcvd_pkts +$r)"
+    [ $r = $d ] || fail "rcvd_pkts +$r, drops +$d: not every packet was counted as dropped"
+    result "rx_gso +$g, rcvd_pkts +$r, every one dropped"
+}
 
 test_target_qps_saw_only_valid_packets() {
     echo done >&3

@@ -140,6 +140,30 @@ pub(crate) fn check_parts(
     crc.finish().to_le_bytes() == trailer
 }
 
+/// The trailer bytes of a packet whose IP and UDP headers are `ip_udp`
+/// and whose transport bytes from the BTH up to the trailer are
+/// `transport`, held apart (a GSO packet's segment and the headers it will
+/// have: `roce_gso::segment_header`).  `None` as for `icrc`.
+pub(crate) fn trailer_apart(
+    ip_udp: &[u8],
+    transport: &[u8],
+    update: Update,
+) -> Option<[u8; ICRC_LEN]> {
+    let mut head = [0u8; IP_MAX + UDP_LEN + BTH_LEN];
+    let n = ip_udp.len();
+    head.get_mut(..n)?.copy_from_slice(ip_udp);
+    head.get_mut(n..n + BTH_LEN)?
+        .copy_from_slice(transport.get(..BTH_LEN)?);
+    let m = Masked::of(&head[..n + BTH_LEN])?;
+    if m.after_bth != n + BTH_LEN {
+        return None;
+    }
+    let mut crc = Crc::new(update);
+    crc.update(m.bytes());
+    crc.update(&transport[BTH_LEN..]);
+    Some(crc.finish().to_le_bytes())
+}
+
 /// The trailer bytes for `packet` (see `icrc`).
 pub(crate) fn trailer(packet: &[u8]) -> Option<[u8; ICRC_LEN]> {
     trailer_with(packet, crc32_update)

@@ -108,9 +108,15 @@ pub(crate) enum Counter {
     /// region's own pages, by reference (not copied; `Stream`'s
     /// `by_reference`).
     IwTxRefBytes,
+    /// RoCE: GSO packets sent, each carrying a run of several packets to
+    /// one QP (`transport/roce/packet.rs`; the packets are in `sent_pkts`).
+    TxGso,
+    /// RoCE: GSO packets received whole, each cut here (`rx.rs`; the
+    /// packets are in `rcvd_pkts`).
+    RxGso,
 }
 
-pub(crate) const COUNTERS: usize = 37;
+pub(crate) const COUNTERS: usize = 39;
 pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"sent_pkts",
     c"rcvd_pkts",
@@ -149,8 +155,10 @@ pub(crate) const COUNTER_NAMES: [&core::ffi::CStr; COUNTERS] = [
     c"rx_paged",
     c"looped_pkts",
     c"iw_tx_ref_bytes",
+    c"tx_gso",
+    c"rx_gso",
 ];
-const _: () = assert!(Counter::IwTxRefBytes as usize + 1 == COUNTERS);
+const _: () = assert!(Counter::RxGso as usize + 1 == COUNTERS);
 
 impl From<crate::roce::Count> for Counter {
     fn from(c: crate::roce::Count) -> Counter {

@@ -114,6 +114,12 @@ impl Skb {
         }
     }
 
+    /// The length of the body of a packet from `alloc` (0 for a received
+    /// packet).
+    pub(crate) fn body_len(&self) -> usize {
+        self.1.map_or(0, |(_, len)| len)
+    }
+
     /// Route it (through `cache`: the route of the previous packet to the
     /// same place, or a lookup kept there for the next) and put the UDP and
     /// IP headers in front; then write the ICRC with `icrc` over the packet
@@ -125,11 +131,7 @@ impl Skb {
         cache: &mut RouteCache,
         icrc: impl FnOnce(&mut [u8]),
     ) -> Result {
-        if cache.route != *r {
-            cache.release();
-            cache.route = *r;
-        }
-        icrc(self.push_headers(ndev, r, &mut cache.dst)?);
+        icrc(self.push_headers(ndev, r, 1, cache.slot(r))?);
         Ok(())
     }
 
@@ -137,17 +139,19 @@ impl Skb {
     /// in this host (`rx::loop_back`): no route, so none is looked up or
     /// held, and no ICRC.  Returns its length from the IP header.
     pub(crate) fn finish_local(&mut self, ndev: &NetDevice, r: &IpRoute) -> Result<usize> {
-        self.push_headers(ndev, r, core::ptr::null_mut())
-            .map(|pkt| pkt.len())
+        self.push_headers(ndev, r, 1, core::ptr::null_mut())?;
+        Ok(self.network().1)
     }
 
     /// The shim's header push for `finish` (`route`: its route cache's
-    /// slot) and `finish_local` (null: no route); the packet from its IP
-    /// header on.
+    /// slot) and `finish_local` (null: no route), for a packet to be cut
+    /// into `segs` datagrams; the packet's linear part from its IP header
+    /// on.
     fn push_headers(
         &mut self,
         ndev: &NetDevice,
         r: &IpRoute,
+        segs: u32,
         route: *mut *mut b::dst_entry,
     ) -> Result<&mut [u8]> {
         let mut len = 0u32;
@@ -165,6 +169,7 @@ impl Skb {
                 r.tclass,
                 r.ttl,
                 r.flow_label,
+                segs,
                 route,
                 &mut len,
                 &mut err,
@@ -173,9 +178,24 @@ impl Skb {
         if p.is_null() {
             return Err(Error::from_errno(if err < 0 { err } else { -22 }));
         }
-        // SAFETY: the shim returns the network header and the bytes from
-        // there to the end of the linear skb, borrowed through `&mut self`.
-        Ok(unsafe { core::slice::from_raw_parts_mut(p, len as usize) })
+        // The bytes from the network header to the end of the linear area
+        // (all of them, for a packet from `alloc`).
+        let linear = {
+            let (mut lin, mut total) = (0u32, 0u32);
+            // SAFETY: headers pushed: the network header is set.
+            unsafe { b::softrnic_skb_network(self.0.as_ptr(), &mut lin, &mut total) };
+            core::cmp::min(lin, len)
+        };
+        // SAFETY: the shim returns the network header; `linear` bytes from
+        // there lie in the skb's linear area, borrowed through `&mut self`.
+        Ok(unsafe { core::slice::from_raw_parts_mut(p, linear as usize) })
+    }
+
+    /// A received GSO packet's segment size: the length of each RoCE
+    /// packet it carries (the last may be shorter); 0 for one packet.
+    pub(crate) fn gso_size(&self) -> usize {
+        // SAFETY: a live skb.
+        unsafe { b::softrnic_skb_gso_size(self.0.as_ptr()) as usize }
     }
 
     /// Hand it to the IP layer (consumed whatever happens; dropped here if
@@ -246,6 +266,149 @@ impl Skb {
     }
 }
 
+/// A packet being built from page fragments (`Frag`): an skb with room
+/// for its headers only, whose transport packets are its fragments,
+/// several of which may go out as one GSO packet.  Its fragments are its
+/// own until it is sent, so it may write into them (`frag_mut`).
+pub(crate) struct FragSkb(Skb);
+
+impl FragSkb {
+    /// An empty one, for packets to `ndev` (`ipv4`: over IPv4).
+    pub(crate) fn alloc(ndev: &NetDevice, ipv4: bool) -> Option<FragSkb> {
+        // SAFETY: a live netdev.
+        let skb = unsafe { b::softrnic_skb_alloc_head(ndev.0.as_ptr(), !ipv4) };
+        NonNull::new(skb).map(|p| FragSkb(Skb(p, None)))
+    }
+
+    /// Append `f` as the packet's next fragment (before `finish`); gives
+    /// it back when the packet has no room for another.
+    pub(crate) fn add_frag(&mut self, f: Frag) -> core::result::Result<(), Frag> {
+        let Ok(len) = u32::try_from(f.1) else {
+            return Err(f);
+        };
+        // SAFETY: our skb, being built; `f` is a buffer from
+        // `softrnic_frag_alloc` of `len` bytes, whose reference the skb
+        // takes on success.
+        if unsafe { b::softrnic_skb_add_frag(self.0 .0.as_ptr(), f.0.as_ptr(), len) } {
+            core::mem::forget(f);
+            Ok(())
+        } else {
+            Err(f)
+        }
+    }
+
+    /// Route it (as `Skb::finish`) and put the UDP and IP headers in
+    /// front, for a packet to be cut into `segs` datagrams.  Returns a copy
+    /// of those headers (IP, then UDP) and their length, from which each
+    /// datagram's own are made (`roce_gso::segment_header`).
+    pub(crate) fn finish(
+        &mut self,
+        ndev: &NetDevice,
+        r: &IpRoute,
+        cache: &mut RouteCache,
+        segs: u32,
+    ) -> Result<([u8; crate::roce_gso::IP_UDP_MAX], usize)> {
+        let pkt = self.0.push_headers(ndev, r, segs, cache.slot(r))?;
+        let hl = if r.ipv4 { 20 + 8 } else { 40 + 8 };
+        let mut h = [0u8; crate::roce_gso::IP_UDP_MAX];
+        h[..hl].copy_from_slice(pkt.get(..hl).ok_or(EINVAL)?);
+        Ok((h, hl))
+    }
+
+    /// Put the headers for `r` in front of a packet that stays in this host
+    /// (`Skb::finish_local`), and hand it over as a plain packet.
+    pub(crate) fn finish_local(self, ndev: &NetDevice, r: &IpRoute) -> (Skb, Result<usize>) {
+        let mut skb = self.0;
+        let sent = skb.finish_local(ndev, r);
+        (skb, sent)
+    }
+
+    /// Fragment `i` (from `add_frag`), to write its ICRC into.
+    pub(crate) fn frag_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        let mut len = 0u32;
+        // SAFETY: our skb, not yet sent; the shim checks `i`.
+        let p =
+            unsafe { b::softrnic_skb_frag(self.0 .0.as_ptr(), u32::try_from(i).ok()?, &mut len) };
+        let p = NonNull::new(p)?;
+        // SAFETY: fragment `i`, `len` bytes of a buffer only this skb holds
+        // (`add_frag` took it, and the skb has not been sent or cloned),
+        // borrowed through `&mut self`.
+        Some(unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), len as usize) })
+    }
+
+    /// Make it, finished, a GSO packet of `segs` transport packets of
+    /// `size` bytes (the last possibly shorter; see the shim's
+    /// `softrnic_skb_set_gso`); `whole`: one a softrnic receiver over a
+    /// veth may take whole (`GsoMode::Whole`).
+    pub(crate) fn set_gso(&mut self, size: usize, segs: u32, whole: bool) {
+        let size = u32::try_from(size).unwrap_or(u32::MAX);
+        // SAFETY: our skb, headers pushed, not yet sent.
+        unsafe { b::softrnic_skb_set_gso(self.0 .0.as_ptr(), size, segs, whole) }
+    }
+
+    /// Hand it to the IP layer (as `Skb::xmit`).
+    pub(crate) fn xmit(self) -> Result {
+        self.0.xmit()
+    }
+}
+
+/// One RoCE packet's transport bytes (BTH to ICRC) in a buffer of the
+/// per-CPU page-fragment cache, to be sent as a fragment of a `FragSkb`:
+/// several such packets to one place go out as one GSO packet.
+pub(crate) struct Frag(NonNull<u8>, usize);
+
+// SAFETY: a page-fragment buffer we own can be freed from any context.
+unsafe impl Send for Frag {}
+
+impl Frag {
+    /// A buffer of `len` bytes (any context); `None` when memory is short.
+    pub(crate) fn alloc(len: usize) -> Option<Frag> {
+        // SAFETY: plain allocation.
+        let p = unsafe { b::softrnic_frag_alloc(u32::try_from(len).ok()?) };
+        NonNull::new(p).map(|p| Frag(p, len))
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.1
+    }
+
+    pub(crate) fn body_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes of a buffer we own, borrowed through `&mut
+        // self`.
+        unsafe { core::slice::from_raw_parts_mut(self.0.as_ptr(), self.1) }
+    }
+}
+
+impl Drop for Frag {
+    fn drop(&mut self) {
+        // SAFETY: a buffer from `softrnic_frag_alloc` no skb took.
+        unsafe { b::softrnic_frag_free(self.0.as_ptr()) }
+    }
+}
+
+/// How a netdev takes GSO packets of RoCE packets (the shim's
+/// `softrnic_netdev_gso_mode`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GsoMode {
+    /// One skb per packet (the netdev's UDP segmentation is off).
+    Off,
+    /// Cut into datagrams by the stack or the device.
+    Cut,
+    /// Also marked for a softrnic receiver to take whole (a veth).
+    Whole,
+}
+
+impl NetDevice {
+    pub(crate) fn gso_mode(&self) -> GsoMode {
+        // SAFETY: a live netdev.
+        match unsafe { b::softrnic_netdev_gso_mode(self.0.as_ptr()) } {
+            0 => GsoMode::Off,
+            1 => GsoMode::Cut,
+            _ => GsoMode::Whole,
+        }
+    }
+}
+
 /// The route the last packets went by, kept while packets to the same
 /// place follow (an outbox's batch looks its route up once).
 pub(crate) struct RouteCache {
@@ -259,6 +422,16 @@ impl RouteCache {
             dst: core::ptr::null_mut(),
             route: IpRoute::default(),
         }
+    }
+
+    /// The slot for the route to `r`: the route kept, if it is `r`'s; else
+    /// empty, for the lookup to fill.
+    fn slot(&mut self, r: &IpRoute) -> *mut *mut b::dst_entry {
+        if self.route != *r {
+            self.release();
+            self.route = *r;
+        }
+        &mut self.dst
     }
 
     fn release(&mut self) {

@@ -17,6 +17,7 @@
 #include <linux/igmp.h>
 #include <linux/crc32.h>
 #include <net/ipv6.h>
+#include <net/rtnetlink.h>
 
 #define SOFTRNIC_ROCE_PORT 4791
 
@@ -109,10 +110,14 @@ static bool softrnic_skb_in_place(const struct sk_buff *skb)
 	return pieces <= SOFTRNIC_RX_PIECES;
 }
 
-/* UDP encap_rcv: every datagram to port 4791 in this namespace. */
+/*
+ * UDP encap_rcv: every datagram to port 4791 in this namespace, and GSO
+ * packets of several (softrnic_skb_set_gso), taken whole.
+ */
 static int softrnic_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
 {
 	struct ib_device *ibdev = softrnic_rx_device(skb);
+	unsigned int pull = sizeof(struct udphdr) + SOFTRNIC_ROCE_HEADERS_MAX;
 
 	if (!ibdev) {
 		kfree_skb(skb);
@@ -121,11 +126,15 @@ static int softrnic_udp_encap_recv(struct sock *sk, struct sk_buff *skb)
 	/*
 	 * The headers in the linear area; the payload is read where it lies
 	 * (softrnic_skb_pieces), so only a packet whose pieces cannot be read
-	 * in place is copied into one buffer.
+	 * in place is copied into one buffer.  A GSO packet's IP and UDP
+	 * headers are linear already; each of its packets' own headers are
+	 * read with its payload.
 	 */
-	if ((!softrnic_skb_in_place(skb) && skb_linearize(skb)) ||
-	    !pskb_may_pull(skb, min_t(unsigned int, skb->len,
-				      sizeof(struct udphdr) + SOFTRNIC_ROCE_HEADERS_MAX))) {
+	if (skb_is_gso(skb))
+		pull = sizeof(struct udphdr);
+	if ((skb_is_gso(skb) && !(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4)) ||
+	    (!softrnic_skb_in_place(skb) && skb_linearize(skb)) ||
+	    !pskb_may_pull(skb, min_t(unsigned int, skb->len, pull))) {
 		softrnic_roce_drop(ibdev);
 		kfree_skb(skb);
 	} else {
@@ -160,6 +169,12 @@ static struct socket *softrnic_udp_open(struct net *net, bool ipv6)
 	if (err)
 		return ERR_PTR(err);
 	setup_udp_tunnel_sock(net, sock->sk, &tcfg);
+	/*
+	 * Take GSO packets of RoCE packets whole (a softrnic sender over a
+	 * veth marks them as tunnel traffic: softrnic_skb_set_gso) instead of
+	 * having the stack cut them into one skb each first.
+	 */
+	udp_set_bit(ACCEPT_L4, sock->sk);
 	return sock;
 }
 
@@ -463,13 +478,15 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
  * there with a reference of its own (softrnic_dst_release), so a batch of
  * packets looks its route up once.  route itself NULL: a packet that stays
  * in this host (rx.rs, loop_back), given its headers and no route (and, as
- * an atomic datagram, IP ID 0: RFC 6864).  Returns the IP header and the
+ * an atomic datagram, IP ID 0: RFC 6864).  `segs`: the datagrams the packet
+ * will be cut into (softrnic_skb_set_gso), each taking the next IPv4 ID
+ * (reserved here).  Returns the IP header and the
  * packet's length from there, for the ICRC, or NULL with *err set (no
  * route).
  */
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label,
+			      u8 tclass, u8 ttl, u32 flow_label, u32 segs,
 			      struct dst_entry **route, u32 *len, int *err)
 {
 	struct net *net = dev_net(ndev);
@@ -517,7 +534,7 @@ u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 		iph->saddr = fl.saddr;
 		iph->daddr = fl.daddr;
 		if (route)
-			__ip_select_ident(net, iph, 1);
+			__ip_select_ident(net, iph, segs);
 		else
 			iph->id = 0;
 		iph->check = 0;
@@ -581,7 +598,11 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 		err = ip_local_out(net, skb->sk, skb);
 	} else {
 #if IS_ENABLED(CONFIG_IPV6)
-		/* The UDP checksum covers the ICRC, so it comes last. */
+		/*
+		 * The UDP checksum covers the ICRC, so it comes last (a GSO
+		 * packet gets the pseudo-header's, each datagram its own when
+		 * it is cut).
+		 */
 		udp6_set_csum(false, skb, &ipv6_hdr(skb)->saddr,
 			      &ipv6_hdr(skb)->daddr, skb->len - sizeof(struct ipv6hdr));
 		err = ip6_local_out(net, skb->sk, skb);
@@ -591,6 +612,134 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 #endif
 	}
 	return net_xmit_eval(err);
+}
+
+/* ---- transmitted packets in page fragments, and GSO ---- */
+
+/*
+ * A buffer of `len` bytes for one packet's transport bytes (BTH to ICRC),
+ * contiguous, from the per-CPU page-fragment cache (any context, with IRQs
+ * off too); NULL when memory is short.
+ */
+u8 *softrnic_frag_alloc(u32 len)
+{
+	return netdev_alloc_frag(len);
+}
+
+/* Free a buffer softrnic_skb_add_frag did not take. */
+void softrnic_frag_free(u8 *p)
+{
+	skb_free_frag(p);
+}
+
+/* A packet with room for the link, IP and UDP headers only; its transport
+ * packets follow as page fragments (softrnic_skb_add_frag). */
+struct sk_buff *softrnic_skb_alloc_head(struct net_device *ndev, bool ipv6)
+{
+	unsigned int hdr = LL_RESERVED_SPACE(ndev) + sizeof(struct udphdr) +
+			   (ipv6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	struct sk_buff *skb = alloc_skb(hdr, GFP_ATOMIC);
+
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, hdr);
+	skb->protocol = ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
+	return skb;
+}
+
+/*
+ * Append buffer `p` (softrnic_frag_alloc, `len` bytes) as the packet's next
+ * page fragment; the packet takes the buffer's reference.  False when it
+ * has no room for another fragment (the buffer is still the caller's).
+ */
+bool softrnic_skb_add_frag(struct sk_buff *skb, u8 *p, u32 len)
+{
+	struct page *page = virt_to_head_page(p);
+	unsigned int i = skb_shinfo(skb)->nr_frags;
+
+	if (i >= MAX_SKB_FRAGS)
+		return false;
+	skb_add_rx_frag(skb, i, page, p - (u8 *)page_address(page), len,
+			SKB_DATA_ALIGN(len));
+	return true;
+}
+
+/* Page fragment `i` of a packet being built, and its length; NULL if none. */
+u8 *softrnic_skb_frag(struct sk_buff *skb, u32 i, u32 *len)
+{
+	skb_frag_t *f;
+
+	if (i >= skb_shinfo(skb)->nr_frags)
+		return NULL;
+	f = &skb_shinfo(skb)->frags[i];
+	*len = skb_frag_size(f);
+	return skb_frag_address(f);
+}
+
+/*
+ * Make a packet (headers pushed for `segs` datagrams) a GSO packet of
+ * `segs` RoCE transport packets of `size` bytes, the last possibly
+ * shorter: the stack, or the device, cuts it into one datagram each, with
+ * their own lengths, consecutive IPv4 IDs (as inet_gso_segment does; the
+ * ICRCs were computed for them: core/roce_gso.rs) and UDP checksums (so
+ * the UDP checksum is asked for, as checksum offload).
+ *
+ * `whole`: also mark it as UDP tunnel traffic, which is what lets a UDP
+ * tunnel socket that accepts GSO (softrnic's: softrnic_udp_open) take it
+ * whole rather than have the stack cut it first; any other receiver (rxe,
+ * a softrnic that does not) gets it cut, as plain UDP segmentation
+ * (skb->encapsulation is not set, so inet_gso_segment cuts it as UDP, not
+ * as a tunnel).  Only over a veth (softrnic_netdev_gso_mode), whose peer
+ * is in this host.
+ */
+void softrnic_skb_set_gso(struct sk_buff *skb, u32 size, u32 segs, bool whole)
+{
+	struct skb_shared_info *sh = skb_shinfo(skb);
+	struct udphdr *uh = udp_hdr(skb);
+
+	sh->gso_size = size;
+	sh->gso_segs = segs;
+	sh->gso_type = SKB_GSO_UDP_L4 | (whole ? SKB_GSO_UDP_TUNNEL : 0);
+	/*
+	 * Checksum offload, as UDP segmentation needs (without it the stack
+	 * cuts the packet before the device, and sums every datagram): the
+	 * pseudo-header's sum for the whole length, which the cut adjusts to
+	 * each datagram's.  IPv6: softrnic_skb_xmit puts it in
+	 * (udp6_set_csum).
+	 */
+	skb->ip_summed = CHECKSUM_PARTIAL;
+	skb->csum_start = skb_transport_header(skb) - skb->head;
+	skb->csum_offset = offsetof(struct udphdr, check);
+	uh->check = 0;
+	if (skb->protocol == htons(ETH_P_IP))
+		uh->check = ~csum_tcpudp_magic(ip_hdr(skb)->saddr, ip_hdr(skb)->daddr,
+					       skb->len - skb_transport_offset(skb),
+					       IPPROTO_UDP, 0);
+}
+
+/*
+ * How packets sent over `ndev` may go out several to a GSO packet
+ * (softrnic_skb_set_gso): 0 not at all (its UDP segmentation is off, as
+ * `ethtool -K DEV tx-udp-segmentation off` sets it, or it takes one
+ * segment per GSO packet, `ip link set DEV gso_max_segs 1`: one skb per
+ * packet), 1 cut by the stack or the device, 2 also marked for a softrnic receiver
+ * to take whole: a veth, whose frames go straight into this host's other
+ * end.  A NIC may read that mark as a request for tunnel offload, so over
+ * any other device the stack or the device cuts them.
+ */
+u32 softrnic_netdev_gso_mode(const struct net_device *ndev)
+{
+	if (!(ndev->features & NETIF_F_GSO_UDP_L4) || READ_ONCE(ndev->gso_max_segs) < 2)
+		return 0;
+	if (ndev->rtnl_link_ops && !strcmp(ndev->rtnl_link_ops->kind, "veth"))
+		return 2;
+	return 1;
+}
+
+/* A received GSO packet's segment size (0: not a GSO packet). */
+u32 softrnic_skb_gso_size(const struct sk_buff *skb)
+{
+	return skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0;
 }
 
 /* The kernel's CRC-32 (arch-optimised): one step of the ICRC. */

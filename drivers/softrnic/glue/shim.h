@@ -179,8 +179,21 @@ struct sk_buff *softrnic_skb_alloc(struct net_device *ndev, u32 len, bool ipv6,
 				   u8 **data);
 u8 *softrnic_skb_push_headers(struct sk_buff *skb, struct net_device *ndev,
 			      const u8 saddr[16], const u8 daddr[16], u16 sport,
-			      u8 tclass, u8 ttl, u32 flow_label,
+			      u8 tclass, u8 ttl, u32 flow_label, u32 segs,
 			      struct dst_entry **route, u32 *len, int *err);
+/*
+ * Packets in page fragments, several of which go out as one GSO packet
+ * (transport/roce/packet.rs): a buffer per packet, a header-only skb that
+ * takes them as its fragments, and the GSO marks.
+ */
+u8 *softrnic_frag_alloc(u32 len);
+void softrnic_frag_free(u8 *p);
+struct sk_buff *softrnic_skb_alloc_head(struct net_device *ndev, bool ipv6);
+bool softrnic_skb_add_frag(struct sk_buff *skb, u8 *p, u32 len);
+u8 *softrnic_skb_frag(struct sk_buff *skb, u32 i, u32 *len);
+void softrnic_skb_set_gso(struct sk_buff *skb, u32 size, u32 segs, bool whole);
+u32 softrnic_netdev_gso_mode(const struct net_device *ndev);
+u32 softrnic_skb_gso_size(const struct sk_buff *skb);
 void softrnic_dst_release(struct dst_entry *dst);
 int softrnic_skb_xmit(struct sk_buff *skb);
 

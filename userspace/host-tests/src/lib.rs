@@ -25,6 +25,10 @@ pub(crate) mod psn;
 #[allow(dead_code)]
 pub(crate) mod roce_wire;
 
+#[path = "../../../drivers/softrnic/core/roce_gso.rs"]
+#[allow(dead_code)]
+pub(crate) mod roce_gso;
+
 #[path = "../../../drivers/softrnic/core/transport_rules.rs"]
 #[allow(dead_code)]
 pub(crate) mod transport_rules;
@@ -60,6 +64,8 @@ mod iwarp_outbound_tests;
 mod iwarp_rx_tests;
 #[cfg(test)]
 mod psn_tests;
+#[cfg(test)]
+mod roce_gso_tests;
 #[cfg(test)]
 mod qp_state_tests;
 #[cfg(test)]

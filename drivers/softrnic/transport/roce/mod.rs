@@ -127,7 +127,7 @@ impl Qp {
         // empty rounds that other contexts' `again` can cause.
         let mut spent = 0;
         // One outbox for every round: `send` empties it.
-        let mut out = Outbox::new(room);
+        let mut out = Outbox::new(room, self.service() != Service::Ud, &ndev);
         for rounds in 1.. {
             let mut after = After::default();
             let seen = {

@@ -12,7 +12,8 @@ use crate::glue::backlog::{Added, BhOff};
 use crate::glue::net::{Skb, RX_PIECES};
 use crate::glue::table::Found;
 use crate::glue::{IbDevice, NetDevice};
-use crate::roce_wire::{self, Packet, PiecesError, Transport};
+use crate::roce_gso;
+use crate::roce_wire::{self, Bth, Packet, PiecesError, Transport};
 use crate::transport_rules::{self as rules, Service};
 use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::{After, HeldNotify, Qp};
@@ -105,13 +106,32 @@ fn steer(dev: &IbDevice, skb: Skb, found: &mut Option<Found<Qp>>) -> Option<Skb>
     Some(skb)
 }
 
-/// The destination QP of a packet whose headers parse.
+/// The destination QP in a packet's (or a GSO packet's first) BTH.
 fn dest_qpn(skb: &Skb) -> Option<u32> {
-    let (data, len) = skb.network();
+    let (data, _) = skb.network();
     let (ip_len, _) = ip_header_len(data)?;
-    let at = ip_len + UDP_LEN;
-    let (hdr, _, _) = roce_wire::parse_headers(data.get(at..)?, len.checked_sub(at)?).ok()?;
-    Some(hdr.bth.dest_qp)
+    let mut bth = [0u8; Bth::LEN];
+    copy_from(skb, ip_len + UDP_LEN, &mut bth).then_some(())?;
+    // (Bytes 5 to 7 of the BTH.)
+    Some(u32::from_be_bytes([0, bth[5], bth[6], bth[7]]))
+}
+
+/// Copy bytes `off..` of a received packet (from its IP header) into
+/// `out`; false when the packet has not that many.
+fn copy_from(skb: &Skb, off: usize, out: &mut [u8]) -> bool {
+    let mut pieces = [&[][..]; RX_PIECES];
+    let Some(n) = skb.pieces(off, out.len(), &mut pieces) else {
+        return false;
+    };
+    let mut at = 0;
+    for p in &pieces[..n] {
+        let Some(to) = out.get_mut(at..at + p.len()) else {
+            return false;
+        };
+        to.copy_from_slice(p);
+        at += p.len();
+    }
+    at == out.len()
 }
 
 impl Qp {
@@ -222,7 +242,8 @@ struct Drained {
 /// addressed to, if the caller has it already; `looped`, it comes from
 /// `loop_back` (no ICRC to check); `drained`: the receive work's, which
 /// pumps `known` when its `pump` is set here (otherwise it is kicked here)
-/// and delivers the CQ notifications it holds.
+/// and delivers the CQ notifications it holds.  A GSO packet is cut here
+/// (`receive_gso`).
 fn receive_here(
     dev: &IbDevice,
     skb: Skb,
@@ -230,6 +251,11 @@ fn receive_here(
     looped: bool,
     drained: Option<&mut Drained>,
 ) {
+    let size = skb.gso_size();
+    if size != 0 {
+        receive_gso(dev, &skb, size, known, looped, drained);
+        return;
+    }
     let c = dev.counters();
     // The headers are in `data` (the linear area); the payload is read
     // where the network stack put it, in pieces, never linearised.
@@ -248,11 +274,6 @@ fn receive_here(
         c.bump(Counter::RxMalformed);
         return;
     };
-    // Nothing carries more than the largest IB MTU.
-    if payload_len > MAX_PAYLOAD {
-        c.bump(Counter::RxMalformed);
-        return;
-    }
     let mut pieces = [&[][..]; RX_PIECES];
     let (Some(n), Some(headers)) = (
         skb.pieces(at + header_len, roce_len - header_len, &mut pieces),
@@ -261,12 +282,158 @@ fn receive_here(
         c.bump(Counter::RxMalformed);
         return;
     };
+    let parts = Parts {
+        headers,
+        ip_len,
+        ipv4,
+        hdr,
+        payload_len,
+        smac: skb.smac(),
+        paged: len > data.len(),
+    };
+    accept(dev, &parts, &mut pieces[..n], looped, known, drained);
+}
+
+/// A GSO packet of RoCE packets, taken whole (a softrnic sender over a
+/// veth: `packet.rs`): each packet in it is cut out as the stack would
+/// have cut it into a datagram (`roce_gso`: its own IP and UDP lengths and
+/// IPv4 ID, which its ICRC covers), then checked and handed over as a
+/// packet from the network is.  Their QP, looked up once, pumps and raises
+/// its CQ notifications once, after the last of them, as the receive work
+/// does for a group (`rx_drain`): the ACK any of them asks for then covers
+/// them all.
+fn receive_gso(
+    dev: &IbDevice,
+    skb: &Skb,
+    size: usize,
+    known: Option<&Qp>,
+    looped: bool,
+    drained: Option<&mut Drained>,
+) {
+    let c = dev.counters();
+    c.bump(Counter::RxGso);
+    let (data, len) = skb.network();
+    let Some((ip_len, ipv4)) = ip_header_len(data) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    let at = ip_len + UDP_LEN;
+    let (Some(total), Some(gso_head)) = (len.checked_sub(at), data.get(..at)) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    let Some(segments) = roce_gso::segments(total, size) else {
+        c.bump(Counter::RxMalformed);
+        return;
+    };
+    // Outside the receive work, the QP of the first packet takes the pump
+    // and the notifications of all (a packet for another QP, which a
+    // softrnic sender never puts in, is delivered on its own).
+    let looked;
+    let batch: Option<&Qp> = match (known, &drained) {
+        (_, Some(_)) => None,
+        (Some(k), None) => Some(k),
+        (None, None) => {
+            looked = dest_qpn(skb).and_then(|n| dev.verbs().qps.get(n));
+            looked.as_deref()
+        }
+    };
+    let mut own = Drained::default();
+    let (known, mut drained) = match (batch, drained) {
+        (Some(q), None) => (Some(q), Some(&mut own)),
+        (_, d) => (known, d),
+    };
+    let smac = skb.smac();
+    for (k, (off, seg_len)) in segments.enumerate() {
+        if k > 0 {
+            c.bump(Counter::RxPackets);
+        }
+        c.add(Counter::RcvdBytes, seg_len as u64);
+        // This packet's IP and UDP headers, then its transport headers,
+        // copied out of its piece of the GSO packet.
+        let mut head = [0u8; roce_gso::IP_UDP_MAX + roce_wire::MAX_HEADER_LEN];
+        let Some(hl) = roce_gso::segment_header(gso_head, k, seg_len, &mut head) else {
+            c.bump(Counter::RxMalformed);
+            continue;
+        };
+        let th = core::cmp::min(seg_len, roce_wire::MAX_HEADER_LEN);
+        if !copy_from(skb, at + off, &mut head[hl..hl + th]) {
+            c.bump(Counter::RxMalformed);
+            continue;
+        }
+        let Ok((hdr, header_len, payload_len)) =
+            roce_wire::parse_headers(&head[hl..hl + th], seg_len)
+        else {
+            c.bump(Counter::RxMalformed);
+            continue;
+        };
+        let mut pieces = [&[][..]; RX_PIECES];
+        let Some(n) = skb.pieces(at + off + header_len, seg_len - header_len, &mut pieces) else {
+            c.bump(Counter::RxMalformed);
+            continue;
+        };
+        let parts = Parts {
+            headers: &head[..hl + header_len],
+            ip_len,
+            ipv4,
+            hdr,
+            payload_len,
+            smac,
+            paged: true,
+        };
+        accept(
+            dev,
+            &parts,
+            &mut pieces[..n],
+            looped,
+            known,
+            drained.as_deref_mut(),
+        );
+    }
+    if let Some(q) = batch {
+        if own.pump {
+            q.kick(crate::transport::Pumper::Packet);
+        }
+        q.release(&mut own.held);
+    }
+}
+
+/// A received packet's headers and what they say.
+struct Parts<'a> {
+    /// From the IP header through the transport headers.
+    headers: &'a [u8],
+    ip_len: usize,
+    ipv4: bool,
+    hdr: roce_wire::Headers,
+    payload_len: usize,
+    smac: [u8; 6],
+    /// Its payload was read in page fragments.
+    paged: bool,
+}
+
+/// Check a packet whose headers are parsed (`p`) and whose payload, pad
+/// and ICRC are `pieces`, and hand it to its QP (or QPs): see
+/// `receive_here`.
+fn accept(
+    dev: &IbDevice,
+    p: &Parts<'_>,
+    pieces: &mut [&[u8]],
+    looped: bool,
+    known: Option<&Qp>,
+    drained: Option<&mut Drained>,
+) {
+    let c = dev.counters();
+    // Nothing carries more than the largest IB MTU.
+    if p.payload_len > MAX_PAYLOAD {
+        c.bump(Counter::RxMalformed);
+        return;
+    }
     // The ICRC before anything is placed; the copy that follows reads the
     // payload while it is hot.
     let crc32_le: crate::crc::Update = crate::glue::net::crc32_le;
     let icrc = (!looped).then_some(crc32_le);
-    let pkt = match roce_wire::packet_in_pieces(headers, hdr, payload_len, &mut pieces[..n], icrc) {
-        Ok(p) => p,
+    let pkt = match roce_wire::packet_in_pieces(p.headers, p.hdr, p.payload_len, pieces, icrc) {
+        Ok(pkt) => pkt,
         Err(PiecesError::Malformed) => {
             c.bump(Counter::RxMalformed);
             return;
@@ -276,7 +443,7 @@ fn receive_here(
             return;
         }
     };
-    if len > data.len() {
+    if p.paged {
         c.bump(Counter::RxPaged);
     }
     // The default partition only (full or limited member).
@@ -287,16 +454,17 @@ fn receive_here(
     let Some(ndev) = dev.port_netdev() else {
         return;
     };
+    let ip = &p.headers[..p.ip_len];
     let meta = RxMeta {
-        ip_header: &data[..ip_len],
-        ipv4,
-        smac: skb.smac(),
-        src: src_gid(&data[..ip_len], ipv4),
+        ip_header: ip,
+        ipv4: p.ipv4,
+        smac: p.smac,
+        src: src_gid(ip, p.ipv4),
     };
     let dest = pkt.hdr.bth.dest_qp;
     if dest == MULTICAST_QPN && pkt.hdr.bth.opcode.transport() == Transport::Ud {
         // Every QP attached to the destination group gets a copy.
-        let mgid = dest_gid(&data[..ip_len], ipv4);
+        let mgid = dest_gid(ip, p.ipv4);
         let mut members = [0u32; MAX_MEMBERS];
         let n = dev.verbs().mcast.lock().members(&mgid, &mut members);
         if n == 0 {

@@ -361,12 +361,9 @@ pub(crate) struct Frag(NonNull<u8>, usize);
 unsafe impl Send for Frag {}
 
 impl Frag {
-    /// The longest buffer there is: one page.  The page-fragment cache
-    /// gives a longer one only while its current block has room, and once
-    /// it has not, fails every such request without moving to a new block
-    /// (`__page_frag_alloc_align`): at IB MTU 4096 (4112-byte packets)
-    /// every sixth allocation failed, then all of them.
-    pub(crate) const MAX: usize = kernel::page::PAGE_SIZE;
+    /// The longest buffer there is: an IB MTU 4096 packet's (the shim
+    /// gives one longer than a page a compound page of its own).
+    pub(crate) const MAX: usize = 8192;
 
     /// A buffer of `len` bytes, at most `MAX` (any context); `None` when
     /// memory is short.

@@ -618,12 +618,22 @@ int softrnic_skb_xmit(struct sk_buff *skb)
 
 /*
  * A buffer of `len` bytes for one packet's transport bytes (BTH to ICRC),
- * contiguous, from the per-CPU page-fragment cache (any context, with IRQs
- * off too); NULL when memory is short.
+ * contiguous (any context, with IRQs off too); NULL when memory is short.
+ * Up to a page from the per-CPU page-fragment cache; a longer one (IB MTU
+ * 4096's packets) a compound page of its own, since the cache fails such a
+ * request whenever its block is short of room, and then every one after
+ * it (__page_frag_alloc_align does not move to a new block for them).
+ * Either is freed by a put of its head page (skb_free_frag, or the skb's
+ * release of its fragments).
  */
 u8 *softrnic_frag_alloc(u32 len)
 {
-	return netdev_alloc_frag(len);
+	struct page *page;
+
+	if (len <= PAGE_SIZE)
+		return netdev_alloc_frag(len);
+	page = alloc_pages(GFP_ATOMIC | __GFP_COMP | __GFP_NOWARN, get_order(len));
+	return page ? page_address(page) : NULL;
 }
 
 /* Free a buffer softrnic_skb_add_frag did not take. */

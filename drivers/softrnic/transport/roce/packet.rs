@@ -48,11 +48,10 @@ pub(crate) fn bth(opcode: Opcode, dest_qp: u32, psn: Psn) -> Bth {
 pub(crate) const BATCH: usize = 16;
 
 /// Packets whose payload is at least this long are built in page
-/// fragments (`Frag`, at most a page: IB MTU 4096's full packets do not
-/// fit) when the netdev takes GSO packets, so that runs of them leave as
-/// one (`Outbox::send`); shorter ones (ACKs, small messages) are built in
-/// an skb of their own, which a run of them (a page at most) is copied out
-/// of into one fragment.
+/// fragments (`Frag`) when the netdev takes GSO packets, so that runs of
+/// them leave as one (`Outbox::send`); shorter ones (ACKs, small
+/// messages) are built in an skb of their own, which a run of them (a page
+/// at most) is copied out of into one fragment.
 const FRAG_MIN_PAYLOAD: usize = 256;
 /// The most transport bytes one GSO packet carries: its IP total length
 /// (IPv4) or payload length (IPv6) is 16 bits.
@@ -132,10 +131,13 @@ impl Outbox {
         let mut h = *hdr;
         h.bth.pad_cnt = pad;
         let total = h.wire_len() + payload_len + usize::from(pad) + ICRC_LEN;
-        let mut body = if self.gso && payload_len >= FRAG_MIN_PAYLOAD && total <= Frag::MAX {
-            Frag::alloc(total).map(Body::Frag)
-        } else {
-            Skb::alloc(ndev, total, route.ipv4).map(Body::Skb)
+        // (An skb of its own when no fragment can be had.)
+        let frag = (self.gso && payload_len >= FRAG_MIN_PAYLOAD)
+            .then(|| Frag::alloc(total))
+            .flatten();
+        let mut body = match frag {
+            Some(f) => Some(Body::Frag(f)),
+            None => Skb::alloc(ndev, total, route.ipv4).map(Body::Skb),
         }
         .ok_or_else(|| {
             dev.counters().bump(Counter::SendErr);
@@ -195,8 +197,12 @@ impl Outbox {
             let mut run: [Option<Body>; BATCH] = [const { None }; BATCH];
             run[0] = Some(body);
             let (mut count, mut bytes) = (1, size);
-            // (A run copied into one fragment fits one.)
-            let most = if frag { GSO_MAX_BYTES } else { Frag::MAX };
+            // (A run copied into one fragment: a page at most.)
+            let most = if frag {
+                GSO_MAX_BYTES
+            } else {
+                kernel::page::PAGE_SIZE
+            };
             while self.gso && i < n && count < BATCH {
                 let joins = matches!(&self.pkts[i],
                     Some((b, r, d))

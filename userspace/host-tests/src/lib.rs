@@ -65,9 +65,9 @@ mod iwarp_rx_tests;
 #[cfg(test)]
 mod psn_tests;
 #[cfg(test)]
-mod roce_gso_tests;
-#[cfg(test)]
 mod qp_state_tests;
+#[cfg(test)]
+mod roce_gso_tests;
 #[cfg(test)]
 mod roce_wire_tests;
 #[cfg(test)]

@@ -129,7 +129,12 @@ fn write_icrcs(gso: &[u8], run: &mut [Vec<u8>]) {
 #[test]
 fn every_datagram_cut_from_a_gso_packet_carries_a_valid_icrc() {
     for ipv4 in [true, false] {
-        for (mtu, full, last) in [(1024, 15, 1024), (1024, 3, 100), (4096, 2, 4096), (256, 1, 1)] {
+        for (mtu, full, last) in [
+            (1024, 15, 1024),
+            (1024, 3, 100),
+            (4096, 2, 4096),
+            (256, 1, 1),
+        ] {
             // IDs near the 16-bit wrap: the cut's IDs wrap too.
             for id in [0u16, 0x1234, 0xfffe] {
                 let mut run = write_run(mtu, full, last);
@@ -165,7 +170,11 @@ fn the_receiver_rebuilds_each_datagrams_headers() {
             // The same headers the kernel's cut gave it, but the UDP
             // checksum (which the ICRC masks).
             let ip_len = hl - 8;
-            assert_eq!(own[..ip_len + 6], d[..ip_len + 6], "ipv4 {ipv4} datagram {k}");
+            assert_eq!(
+                own[..ip_len + 6],
+                d[..ip_len + 6],
+                "ipv4 {ipv4} datagram {k}"
+            );
         }
         assert_eq!(got.len(), run.len());
     }

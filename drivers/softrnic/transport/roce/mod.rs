@@ -138,6 +138,11 @@ impl Qp {
                     }
                     s.eng.pumping = true;
                     first = false;
+                    // Packets for a QP on this device skip the network
+                    // stack (`rx::loop_back`): one skb each serves them best.
+                    if self.loops_back(&s) {
+                        out.no_gso();
+                    }
                     if by == Pumper::Work && !s.eng.bulk {
                         budget = FIRST_WORK_BATCHES;
                     }

@@ -103,6 +103,11 @@ impl Outbox {
         }
     }
 
+    /// One skb per packet, whatever the netdev takes.
+    pub(crate) fn no_gso(&mut self) {
+        self.gso = false;
+    }
+
     pub(crate) fn is_full(&self) -> bool {
         self.n >= self.room
     }

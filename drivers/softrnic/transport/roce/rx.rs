@@ -19,6 +19,8 @@ use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::{After, HeldNotify, Qp};
 
 const UDP_LEN: usize = 8;
+/// The longest IP header (IPv4 with options).
+const IP_MAX: usize = 60;
 /// The largest payload of any packet (IB MTU 4096).
 const MAX_PAYLOAD: usize = 4096;
 
@@ -257,27 +259,46 @@ fn receive_here(
         return;
     }
     let c = dev.counters();
-    // The headers are in `data` (the linear area); the payload is read
-    // where the network stack put it, in pieces, never linearised.
+    // The headers are in `data` (the linear area: encap_recv pulled them
+    // there); the payload is read where the network stack put it, in
+    // pieces, never linearised.
     let (data, len) = skb.network();
     let Some((ip_len, ipv4)) = ip_header_len(data) else {
         c.bump(Counter::RxMalformed);
         return;
     };
     let at = ip_len + UDP_LEN;
-    let (Some(roce_len), Some(roce_head)) = (len.checked_sub(at), data.get(at..)) else {
+    let Some(roce_len) = len.checked_sub(at) else {
         c.bump(Counter::RxMalformed);
         return;
     };
     c.add(Counter::RcvdBytes, roce_len as u64);
-    let Ok((hdr, header_len, payload_len)) = roce_wire::parse_headers(roce_head, roce_len) else {
+    // A packet in page fragments that never passed encap_recv (one
+    // `loop_back` took) has its transport headers there: copied out.
+    let th = core::cmp::min(roce_len, roce_wire::MAX_HEADER_LEN);
+    let mut copy = [0u8; IP_MAX + UDP_LEN + roce_wire::MAX_HEADER_LEN];
+    let head = if data.len() >= at + th {
+        data
+    } else {
+        let (Some(to), Some(ip_udp)) = (copy.get_mut(..at + th), data.get(..at)) else {
+            c.bump(Counter::RxMalformed);
+            return;
+        };
+        to[..at].copy_from_slice(ip_udp);
+        if !copy_from(&skb, at, &mut to[at..]) {
+            c.bump(Counter::RxMalformed);
+            return;
+        }
+        &copy[..at + th]
+    };
+    let Ok((hdr, header_len, payload_len)) = roce_wire::parse_headers(&head[at..], roce_len) else {
         c.bump(Counter::RxMalformed);
         return;
     };
     let mut pieces = [&[][..]; RX_PIECES];
     let (Some(n), Some(headers)) = (
         skb.pieces(at + header_len, roce_len - header_len, &mut pieces),
-        data.get(..at + header_len),
+        head.get(..at + header_len),
     ) else {
         c.bump(Counter::RxMalformed);
         return;

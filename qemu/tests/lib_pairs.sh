@@ -280,12 +280,23 @@ netem_of() {
     esac
 }
 
+# netem drops, delays and duplicates an skb whole: a GSO packet (up to 16
+# of softrnic's RoCE packets, a TCP sender's TSO packet of up to 44
+# segments, 64 KiB) is lost or duplicated all at once.  A profile named in
+# PER_PACKET (set by the suite) caps both veths' GSO at one segment
+# (gso_max_segs 1, so the senders build one skb per packet: softrnic's
+# netdev_gso_mode sees it), so that its rate is per packet as on a wire;
+# every other profile restores the veth's default (65535).
+PER_PACKET=
 set_fault() { # PROFILE: the same netem on both ends
     stop_clock
     args=$(netem_of $1) || return 1
+    segs=65535
+    case " $PER_PACKET " in *" $1 "*) segs=1 ;; esac
     for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
         set -- $e
         ip netns exec $1 tc qdisc del dev $2 root 2>/dev/null
+        ip -n $1 link set dev $2 gso_max_segs $segs || return 1
         [ -z "$args" ] || ip netns exec $1 tc qdisc add dev $2 root netem $args || return 1
     done
     case $args in *gemodel*) start_clock ;; esac

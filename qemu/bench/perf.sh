@@ -112,17 +112,14 @@ lat() {
 # packets as a wire loses them.  netem drops an skb, and a GSO packet is
 # one skb for many wire packets: a TCP sender's (siw, softrnic_iwarp) of up
 # to 64 KiB, softrnic_roce's of up to 16 packets.  So for this figure the
-# veths take one segment per GSO packet (gso_max_segs 1: TCP then sends one
-# segment per skb, softrnic_roce one packet per skb, as rxe always does).
-veth_gso_segs() { # N
-    ip -n $NS_A link set dev $VETH_A gso_max_segs $1 && ip -n $NS_B link set dev $VETH_B gso_max_segs $1
-}
+# veths take one segment per GSO packet (lib_pairs.sh's PER_PACKET: TCP
+# then sends one segment per skb, softrnic_roce one packet per skb, as rxe
+# always does).
+PER_PACKET=loss1
 lossy() {
-    veth_gso_segs 1 || fail "ip link set gso_max_segs"
-    set_fault loss1 || { veth_gso_segs 65535; fail "netem"; }
+    set_fault loss1 || fail "netem"
     ( bw ib_write_bw 65536 1 ); rc=$?
     set_fault clean
-    veth_gso_segs 65535
     return $rc
 }
 

@@ -41,8 +41,9 @@ PROFILES="loss0.1 loss1 loss5 burst reorder dup corrupt"
 # most often a message's last ones, after which no packet arrives to be
 # out of sequence (sr:sr loss5 at 02b179c: retransmits +41, sequence NAKs
 # +0).  Reordering and duplication keep softrnic's GSO packets whole: the
-# receiver takes runs out of order and twice (rx::receive_gso).
-PER_PACKET="loss0.1 loss1 loss5 burst harsh"
+# receiver takes runs out of order and twice (rx::receive_gso).  The
+# corrupt feed's profile too (corrupt_feed).
+PER_PACKET="loss0.1 loss1 loss5 burst harsh corrupt1"
 if [ $mode = full ]; then
     PAIRS="sr:sr rxe:rxe sr:rxe"
     PROFILES="clean $PROFILES"
@@ -345,22 +346,14 @@ t_read_bw() { bw_test ib_read_bw $PORT -s $BW_SIZE -n $(bw_n); }
 # netem corrupts a byte of a packet's linear area, which for softrnic's GSO
 # packets (and any packet built in page fragments) holds only the Ethernet,
 # IP and UDP headers, so the stack drops it before any ICRC is checked:
-# the feed runs with the veths' UDP segmentation off, softrnic then sending
-# one linear skb per packet, as rxe does.
+# the feed's profile is in PER_PACKET, softrnic then sending one linear skb
+# per packet, as rxe does.
 corrupt_feed() {
     # The client (B) writes into the server (A), or reads from it.
     case $TYPE_A in sr) prog=ib_write_bw ;; *) prog=ib_read_bw ;; esac
     set_fault corrupt1 > /tmp/netem.out 2>&1 || { echo "feed: netem: $(lastline /tmp/netem.out)"; return; }
-    for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
-        set -- $e
-        ip netns exec $1 ethtool -K $2 tx-udp-segmentation off > /dev/null || { echo "feed: ethtool on $2 failed"; return; }
-    done
     ( set +e; perftest $prog $PORT -s 65536 -n 50 ) > /tmp/feed.out 2>&1
     rc=$?
-    for e in "$NS_A $VETH_A" "$NS_B $VETH_B"; do
-        set -- $e
-        ip netns exec $1 ethtool -K $2 tx-udp-segmentation on > /dev/null
-    done
     set_fault corrupt > /dev/null 2>&1
     if [ $rc = 0 ]; then echo "with a feed of $prog 50 x 64 KiB at 1 %"
     else echo "the feed, $prog at 1 %, failed: $(grep '^FAIL_REASON: ' /tmp/feed.out | tail -n 1)"; fi

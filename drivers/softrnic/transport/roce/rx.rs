@@ -19,8 +19,6 @@ use crate::verbs::mcast::{MAX_MEMBERS, MULTICAST_QPN};
 use crate::verbs::qp::{After, HeldNotify, Qp};
 
 const UDP_LEN: usize = 8;
-/// The longest IP header (IPv4 with options).
-const IP_MAX: usize = 60;
 /// The largest payload of any packet (IB MTU 4096).
 const MAX_PAYLOAD: usize = 4096;
 
@@ -276,7 +274,7 @@ fn receive_here(
     // A packet in page fragments that never passed encap_recv (one
     // `loop_back` took) has its transport headers there: copied out.
     let th = core::cmp::min(roce_len, roce_wire::MAX_HEADER_LEN);
-    let mut copy = [0u8; IP_MAX + UDP_LEN + roce_wire::MAX_HEADER_LEN];
+    let mut copy = [0u8; roce_gso::IP_UDP_MAX + roce_wire::MAX_HEADER_LEN];
     let head = if data.len() >= at + th {
         data
     } else {
